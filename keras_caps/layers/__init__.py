@@ -1,0 +1,6 @@
+"""Capsule layers."""
+
+from keras_caps.layers.fc_caps import FCCaps
+from keras_caps.layers.length import Length
+from keras_caps.layers.mask import Mask
+from keras_caps.layers.primary_caps import PrimaryCaps

@@ -1,0 +1,135 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.ops import capsule_ops
+from keras_caps.validation import check_choice
+from keras_caps.validation import check_positive_int
+
+AGREEMENT_SCALES = ("output_dim", "input_dim")
+
+
+@keras_caps_export("keras_caps.layers.FCCaps")
+class FCCaps(keras.layers.Layer):
+    """Fully connected capsule layer with Efficient-CapsNet self-attention routing.
+
+    Each input capsule `i` votes for every output capsule `j` through its
+    own matrix. A vote's weight comes from how well it agrees with all the
+    votes for the same output (the row sum of the self-attention matrix);
+    couplings are a softmax over the output capsules, a learned prior is
+    added after the softmax, and the weighted votes are summed and squashed.
+    There are no iterations.
+
+    ```
+    votes[j, i]     = inputs[i] @ kernel[j, i]                    # (D_out,)
+    agreement[j, i] = <votes[j, i], sum_k votes[j, k]> / sqrt(D)
+    couplings[:, i] = softmax(agreement[:, i])                    # over j
+    outputs[j]      = squash(sum_i (couplings[j, i] + prior[j, i]) * votes[j, i])
+    ```
+
+    `D` is the output capsule dimension, as in the official code, or the
+    input capsule dimension (the paper's divisor) with
+    `agreement_scale="input_dim"`. The weight layouts equal the official
+    ones, so official weights load unchanged.
+
+    Args:
+        num_capsules: int. Number of output capsules.
+        capsule_dim: int. Dimension of each output capsule.
+        agreement_scale: str. `"output_dim"` divides the agreement by
+            `sqrt(capsule_dim)`, as the official code does; `"input_dim"`
+            by the square root of the input capsule dimension, as the paper
+            does. Defaults to `"output_dim"`.
+        kernel_initializer: Initializer for the vote matrices, shape
+            `(num_capsules, num_input_capsules, input_dim, capsule_dim)`.
+            Defaults to `"he_normal"`.
+        prior_initializer: Initializer for the additive routing prior, shape
+            `(num_capsules, num_input_capsules, 1)`. Defaults to `"zeros"`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: Tensor of shape
+            `(batch, num_input_capsules, input_capsule_dim)`.
+
+    Returns:
+        Tensor of shape `(batch, num_capsules, capsule_dim)`.
+
+    Example:
+
+    >>> layer = keras_caps.layers.FCCaps(num_capsules=10, capsule_dim=16)
+    >>> layer(np.zeros((2, 16, 8))).shape
+    (2, 10, 16)
+
+    Reference:
+    - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
+    """
+
+    def __init__(self, num_capsules, capsule_dim, agreement_scale="output_dim",
+                 kernel_initializer="he_normal", prior_initializer="zeros",
+                 **kwargs):
+        num_capsules = check_positive_int("num_capsules", num_capsules)
+        capsule_dim = check_positive_int("capsule_dim", capsule_dim)
+        check_choice("agreement_scale", agreement_scale, AGREEMENT_SCALES)
+        super().__init__(**kwargs)
+        self.num_capsules = num_capsules
+        self.capsule_dim = capsule_dim
+        self.agreement_scale = agreement_scale
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.prior_initializer = keras.initializers.get(prior_initializer)
+        self.input_spec = keras.InputSpec(ndim=3)
+
+    def build(self, input_shape):
+        num_inputs, input_dim = input_shape[-2], input_shape[-1]
+        if num_inputs is None or input_dim is None:
+            raise ValueError(
+                "`FCCaps` needs a known number of input capsules and input "
+                "capsule dimension. Received: "
+                f"input_shape={tuple(input_shape)}")
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(self.num_capsules, num_inputs, input_dim, self.capsule_dim),
+            initializer=self.kernel_initializer)
+        self.prior = self.add_weight(
+            name="prior",
+            shape=(self.num_capsules, num_inputs, 1),
+            initializer=self.prior_initializer)
+        if self.agreement_scale == "output_dim":
+            scale_dim = self.capsule_dim
+        else:
+            scale_dim = input_dim
+        self._inverse_sqrt_dim = 1.0 / math.sqrt(scale_dim)
+        self.input_spec = keras.InputSpec(
+            ndim=3, axes={-2: num_inputs, -1: input_dim})
+
+    def call(self, inputs):
+        # b: batch, i: input capsules, j: output capsules,
+        # d: input capsule dim, z: output capsule dim
+        votes = ops.einsum("bid,jidz->bjiz", inputs, self.kernel)
+        total = ops.sum(votes, axis=2, keepdims=True)  # (b, j, 1, z)
+        agreement = ops.sum(votes * total, axis=-1)  # (b, j, i)
+        agreement = agreement * self._inverse_sqrt_dim
+        couplings = ops.softmax(agreement, axis=1)  # sums to 1 over j
+        couplings = couplings + ops.squeeze(self.prior, -1)  # (b, j, i)
+        outputs = ops.einsum("bji,bjiz->bjz", couplings, votes)  # (b, j, z)
+        return capsule_ops.squash(outputs, variant="efficient")
+
+    def compute_output_shape(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(
+                "`FCCaps` expects a 3-D input (batch, num_input_capsules, "
+                f"input_capsule_dim). Received: input_shape={input_shape}")
+        return (input_shape[0], self.num_capsules, self.capsule_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_capsules": self.num_capsules,
+            "capsule_dim": self.capsule_dim,
+            "agreement_scale": self.agreement_scale,
+            "kernel_initializer":
+                keras.initializers.serialize(self.kernel_initializer),
+            "prior_initializer":
+                keras.initializers.serialize(self.prior_initializer),
+        })
+        return config

@@ -1,0 +1,4 @@
+"""Losses of capsule networks."""
+
+from keras_caps.losses.margin_loss import MarginLoss
+from keras_caps.losses.margin_loss import margin_loss

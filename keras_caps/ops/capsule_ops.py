@@ -1,0 +1,212 @@
+"""Capsule operations: norms, squash functions and masks.
+
+Everything here uses `keras.ops` only, so it runs on every Keras backend.
+Norms are computed in float32 even for float16/bfloat16 inputs and cast
+back, so the epsilon under the square root never underflows and an
+all-zero capsule gives finite values and finite gradients.
+"""
+
+import keras
+from keras import ops
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.validation import check_choice
+from keras_caps.validation import check_number
+from keras_caps.validation import check_positive_int
+
+SQUASH_VARIANTS = ("efficient", "sabour")
+_HALF_PRECISION = ("float16", "bfloat16")
+
+
+def _upcast(x):
+    """Returns `x` in float32 when it is half precision, else unchanged."""
+    if keras.backend.standardize_dtype(x.dtype) in _HALF_PRECISION:
+        return ops.cast(x, "float32")
+    return x
+
+
+def _check_epsilon(epsilon):
+    return check_number("epsilon", epsilon, minimum=0.0)
+
+
+def _norm(x, axis, keepdims, epsilon):
+    """`sqrt(sum(x**2) + epsilon)` that neither overflows nor underflows.
+
+    Vectors with an entry above 1 are divided by their largest magnitude
+    `m` first, `m * sqrt(sum((x / m)**2) + epsilon / m**2)`, so squares of
+    huge values do not overflow. `m` is a constant for autodiff, which is
+    exact because the expression equals the plain norm for every `m`.
+    """
+    scale = ops.stop_gradient(
+        ops.maximum(ops.max(ops.abs(x), axis=axis, keepdims=True), 1.0))
+    squared = ops.sum(ops.square(x / scale), axis=axis, keepdims=True)
+    norm = scale * ops.sqrt(squared + epsilon / ops.square(scale))
+    if keepdims:
+        return norm
+    return ops.squeeze(norm, axis=axis)
+
+
+@keras_caps_export("keras_caps.ops.safe_norm")
+def safe_norm(x, axis=-1, keepdims=False, epsilon=1e-7):
+    """Euclidean norm `sqrt(sum(x**2) + epsilon)` with a finite gradient at 0.
+
+    The sum and the square root are computed in float32 for float16 and
+    bfloat16 inputs; the result is cast back to the input dtype.
+
+    Args:
+        x: Tensor.
+        axis: int. Axis along which the norm is taken. Defaults to `-1`.
+        keepdims: bool. Keep the reduced axis with size 1. Defaults to
+            `False`.
+        epsilon: float. Added under the square root. Defaults to `1e-7`,
+            the Keras epsilon the official `Length` layer uses.
+
+    Returns:
+        Tensor of the dtype of `x`.
+
+    Example:
+
+    >>> float(keras_caps.ops.safe_norm(np.array([3.0, 4.0])))
+    5.0
+    """
+    epsilon = _check_epsilon(epsilon)
+    x = ops.convert_to_tensor(x)
+    return ops.cast(_norm(_upcast(x), axis, keepdims, epsilon), x.dtype)
+
+
+@keras_caps_export("keras_caps.ops.capsule_length")
+def capsule_length(capsules, axis=-1, epsilon=1e-7):
+    """Length of each capsule: `sqrt(sum(v**2) + epsilon)` over `axis`.
+
+    Args:
+        capsules: Tensor of shape `(..., num_capsules, capsule_dim)`.
+        axis: int. The capsule-dimension axis. Defaults to `-1`.
+        epsilon: float. Defaults to `1e-7`; an all-zero capsule has length
+            `sqrt(epsilon)` and gradient 0.
+
+    Returns:
+        Tensor of shape `(..., num_capsules)`.
+
+    Example:
+
+    >>> keras_caps.ops.capsule_length(np.ones((2, 3, 4))).shape
+    (2, 3)
+    """
+    return safe_norm(capsules, axis=axis, keepdims=False, epsilon=epsilon)
+
+
+@keras_caps_export("keras_caps.ops.squash")
+def squash(x, axis=-1, variant="efficient", epsilon=1e-7):
+    """Squashes vectors to a length in [0, 1) while keeping their direction.
+
+    ```
+    efficient (Mazzia et al. 2021):  v = (1 - exp(-|s|)) * s / |s|
+    sabour    (Sabour et al. 2017):  v = |s|**2 / (1 + |s|**2) * s / |s|
+    ```
+
+    with `|s| = sqrt(sum(s**2) + epsilon)` computed in float32. The efficient
+    form is evaluated as `-expm1(-|s|) * s / |s|`, exact for small norms;
+    near 0 it behaves like `v = s`. The Sabour form is `|s| / (1 + |s|**2) * s`,
+    evaluated as `s / (|s| + 1 / |s|)`. Both are finite with finite
+    gradients at `s = 0` and for huge `s`, in float32, float16 and
+    bfloat16.
+
+    Args:
+        x: Tensor of capsules, the capsule dimension on `axis`.
+        axis: int. Defaults to `-1`.
+        variant: str. `"efficient"` or `"sabour"`. Defaults to
+            `"efficient"`.
+        epsilon: float. Defaults to `1e-7`.
+
+    Returns:
+        Tensor of the shape and dtype of `x`.
+
+    Example:
+
+    >>> v = keras_caps.ops.squash(np.array([3.0, 4.0]), variant="sabour")
+    >>> np.round(keras.ops.convert_to_numpy(v), 4)
+    array([0.5769, 0.7692], dtype=float32)
+
+    Reference:
+    - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
+    - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
+    """
+    check_choice("variant", variant, SQUASH_VARIANTS)
+    epsilon = _check_epsilon(epsilon)
+    x = ops.convert_to_tensor(x)
+    wide = _upcast(x)
+    norm = _norm(wide, axis, True, epsilon)
+    if variant == "efficient":
+        scale = -ops.expm1(-norm) / norm
+    else:
+        scale = 1.0 / (norm + 1.0 / norm)  # |s| / (1 + |s|**2), no overflow
+    return ops.cast(wide * scale, x.dtype)
+
+
+@keras_caps_export("keras_caps.ops.mask_by_label")
+def mask_by_label(capsules, labels):
+    """Keeps the capsules selected by one-hot `labels`, zeroes the others.
+
+    Args:
+        capsules: Tensor of shape `(batch, num_capsules, capsule_dim)`.
+        labels: One-hot (or multi-hot) tensor of shape
+            `(batch, num_capsules)`, or `(batch, num_masks, num_capsules)`
+            for several masks at once.
+
+    Returns:
+        Tensor of shape `(batch, num_capsules, capsule_dim)`, or
+        `(batch, num_masks, num_capsules, capsule_dim)` for 3-D labels.
+        No gradient flows into `labels`.
+
+    Example:
+
+    >>> capsules = np.ones((1, 3, 2))
+    >>> masked = keras_caps.ops.mask_by_label(capsules, np.array([[0, 1, 0]]))
+    >>> keras.ops.convert_to_numpy(masked)[0].tolist()
+    [[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]]
+    """
+    capsules = ops.convert_to_tensor(capsules)
+    mask = ops.stop_gradient(ops.cast(labels, capsules.dtype))
+    if len(mask.shape) == 3:
+        capsules = ops.expand_dims(capsules, 1)
+    return capsules * ops.expand_dims(mask, -1)
+
+
+@keras_caps_export("keras_caps.ops.mask_by_length")
+def mask_by_length(capsules, num_masks=None):
+    """Keeps the longest capsule(s) and zeroes the others.
+
+    Args:
+        capsules: Tensor of shape `(batch, num_capsules, capsule_dim)`.
+        num_masks: int or None. `None` keeps the single longest capsule and
+            returns the shape of `capsules`. An integer k returns k masked
+            copies, the i-th keeping the i-th longest capsule, in
+            descending order of length (MultiMNIST's two-digit decoding).
+
+    Returns:
+        Tensor of shape `(batch, num_capsules, capsule_dim)`, or
+        `(batch, num_masks, num_capsules, capsule_dim)`.
+
+    Example:
+
+    >>> capsules = np.array([[[0.1, 0.0], [0.0, 0.5], [0.3, 0.0]]])
+    >>> masked = keras_caps.ops.mask_by_length(capsules, num_masks=2)
+    >>> keras.ops.convert_to_numpy(masked)[0, :, :, 0].tolist()
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.30000001192092896]]
+    """
+    capsules = ops.convert_to_tensor(capsules)
+    num_capsules = capsules.shape[-2]
+    lengths = capsule_length(capsules)  # (batch, num_capsules)
+    if num_masks is None:
+        labels = ops.one_hot(ops.argmax(lengths, axis=-1), num_capsules,
+                             dtype=capsules.dtype)
+    else:
+        num_masks = check_positive_int("num_masks", num_masks)
+        if num_capsules is not None and num_masks > num_capsules:
+            raise ValueError(
+                "Received an invalid value for `num_masks`, expected at most "
+                f"num_capsules={num_capsules}. Received: "
+                f"num_masks={num_masks}")
+        _, indices = ops.top_k(lengths, k=num_masks, sorted=True)
+        labels = ops.one_hot(indices, num_capsules, dtype=capsules.dtype)
+    return mask_by_label(capsules, labels)

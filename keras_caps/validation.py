@@ -1,0 +1,58 @@
+"""Argument checks shared by the layers, losses and builders.
+
+Each check raises a Keras-style error that names the argument, says what
+was expected and ends with the received value.
+"""
+
+import numbers
+
+
+def check_positive_int(name, value):
+    """Raises unless `value` is a positive Python (or NumPy) integer."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"Received an invalid type for `{name}`, expected a positive "
+            f"integer. Received: {name}={value!r} of type "
+            f"{type(value).__name__}")
+    if value <= 0:
+        raise ValueError(
+            f"Received an invalid value for `{name}`, expected a positive "
+            f"integer. Received: {name}={value!r}")
+    return int(value)
+
+
+def check_int_pair(name, value):
+    """Normalises an int or a pair of ints (e.g. `kernel_size`) to a tuple."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(
+                f"Received an invalid value for `{name}`, expected an integer "
+                f"or a tuple of 2 integers. Received: {name}={value!r}")
+        return tuple(check_positive_int(name, item) for item in value)
+    value = check_positive_int(name, value)
+    return (value, value)
+
+
+def check_number(name, value, minimum=None, maximum=None):
+    """Raises unless `value` is a real number within the given bounds."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"Received an invalid type for `{name}`, expected a number. "
+            f"Received: {name}={value!r} of type {type(value).__name__}")
+    if (minimum is not None and value < minimum) or (
+            maximum is not None and value > maximum):
+        low = "-inf" if minimum is None else minimum
+        high = "inf" if maximum is None else maximum
+        raise ValueError(
+            f"Received an invalid value for `{name}`, expected a number in "
+            f"[{low}, {high}]. Received: {name}={value!r}")
+    return float(value)
+
+
+def check_choice(name, value, choices):
+    """Raises unless `value` is one of `choices`."""
+    if value not in choices:
+        raise ValueError(
+            f"Received an invalid value for `{name}`, expected one of "
+            f"{list(choices)}. Received: {name}={value!r}")
+    return value

@@ -1,0 +1,26 @@
+"""Markers and options shared by the test suite.
+
+- `large`: slow tests on real data; skipped unless `--run_large` is given.
+- `gpu`: checks that need an accelerator; skipped when none is visible.
+"""
+
+import os
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run_large", action="store_true", default=False,
+                     help="Run the slow tests marked `large`.")
+
+
+def pytest_collection_modifyitems(config, items):
+    run_large = config.getoption("--run_large")
+    has_gpu = bool(os.environ.get("KERAS_CAPS_HAS_GPU"))
+    skip_large = pytest.mark.skip(reason="needs --run_large")
+    skip_gpu = pytest.mark.skip(reason="needs an accelerator")
+    for item in items:
+        if "large" in item.keywords and not run_large:
+            item.add_marker(skip_large)
+        if "gpu" in item.keywords and not has_gpu:
+            item.add_marker(skip_gpu)
