@@ -51,9 +51,15 @@ class FCCaps(keras.layers.Layer):
     Call arguments:
         inputs: Tensor of shape
             `(batch, num_input_capsules, input_capsule_dim)`.
+        return_couplings: bool. Also return the coupling coefficients
+            (before the prior is added), for analysis and routing maps.
+            Defaults to `False`.
 
     Returns:
-        Tensor of shape `(batch, num_capsules, capsule_dim)`.
+        Tensor of shape `(batch, num_capsules, capsule_dim)`; with
+        `return_couplings=True`, a tuple `(outputs, couplings)` with
+        couplings of shape `(batch, num_capsules, num_input_capsules)` that
+        sum to 1 over the output capsules.
 
     Example:
 
@@ -102,7 +108,7 @@ class FCCaps(keras.layers.Layer):
         self.input_spec = keras.InputSpec(
             ndim=3, axes={-2: num_inputs, -1: input_dim})
 
-    def call(self, inputs):
+    def call(self, inputs, return_couplings=False):
         # b: batch, i: input capsules, j: output capsules,
         # d: input capsule dim, z: output capsule dim
         votes = ops.einsum("bid,jidz->bjiz", inputs, self.kernel)
@@ -110,9 +116,15 @@ class FCCaps(keras.layers.Layer):
         agreement = ops.sum(votes * total, axis=-1)  # (b, j, i)
         agreement = agreement * self._inverse_sqrt_dim
         couplings = ops.softmax(agreement, axis=1)  # sums to 1 over j
-        couplings = couplings + ops.squeeze(self.prior, -1)  # (b, j, i)
-        outputs = ops.einsum("bji,bjiz->bjz", couplings, votes)  # (b, j, z)
-        return capsule_ops.squash(outputs, variant="efficient")
+        # (b, j, i): the prior is added after the softmax, as in the
+        # official code.
+        routing_weights = couplings + ops.squeeze(self.prior, -1)
+        # (b, j, z)
+        outputs = ops.einsum("bji,bjiz->bjz", routing_weights, votes)
+        outputs = capsule_ops.squash(outputs, variant="efficient")
+        if return_couplings:
+            return outputs, couplings
+        return outputs
 
     def compute_output_shape(self, input_shape):
         if len(input_shape) != 3:
@@ -120,6 +132,16 @@ class FCCaps(keras.layers.Layer):
                 "`FCCaps` expects a 3-D input (batch, num_input_capsules, "
                 f"input_capsule_dim). Received: input_shape={input_shape}")
         return (input_shape[0], self.num_capsules, self.capsule_dim)
+
+    def compute_output_spec(self, inputs, return_couplings=False):
+        outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape),
+                                    dtype=self.compute_dtype)
+        if not return_couplings:
+            return outputs
+        couplings = keras.KerasTensor(
+            (inputs.shape[0], self.num_capsules, inputs.shape[1]),
+            dtype=self.compute_dtype)
+        return outputs, couplings
 
     def get_config(self):
         config = super().get_config()

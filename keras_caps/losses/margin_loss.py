@@ -108,5 +108,6 @@ class MarginLoss(keras.losses.Loss):
             "positive_margin": self.positive_margin,
             "negative_margin": self.negative_margin,
             "negative_weight": self.negative_weight,
+            "dtype": self.dtype,
         })
         return config

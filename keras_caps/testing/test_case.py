@@ -14,6 +14,7 @@ class MyLayerTest(TestCase):
 ```
 """
 
+import inspect
 import json
 import os
 import tempfile
@@ -62,6 +63,10 @@ class TestCase(parameterized.TestCase):
         """Config and registry round trips, without `custom_objects`."""
         cls = instance.__class__
         config = instance.get_config()
+        missing = [name for name in _init_argument_names(cls)
+                   if name not in config]
+        self.assertEqual(missing, [], "__init__ arguments missing from "
+                         f"{cls.__name__}.get_config()")
         config_json = json.dumps(_jsonable(config), sort_keys=True)
         revived = cls.from_config(config)
         self.assertEqual(
@@ -212,6 +217,8 @@ class TestCase(parameterized.TestCase):
                            call_kwargs):
         model = _functional_wrapper(layer_cls(**init_kwargs), input_data,
                                     call_kwargs)
+        if not model.trainable_weights:
+            return  # Nothing to train; gradients are checked elsewhere.
         outputs = _to_numpy(model(input_data))
         targets = np.random.default_rng(0).uniform(size=outputs.shape)
         model.compile(optimizer="sgd", loss="mse", jit_compile="auto")
@@ -294,14 +301,17 @@ def value_and_gradients(layer, inputs, **call_kwargs):
     input_list = list(inputs) if is_list else [inputs]
     num_inputs = len(input_list)
     trainable = [v.value for v in layer.trainable_variables]
-    non_trainable = [v.value for v in layer.non_trainable_variables]
+    non_trainable_mapping = [(v, v.value)
+                             for v in layer.non_trainable_variables]
 
     def forward(*values):
         structured = list(values[:num_inputs]) if is_list else values[0]
-        outputs, _ = layer.stateless_call(
-            list(values[num_inputs:]), non_trainable, structured,
-            **call_kwargs)
-        return outputs
+        mapping = list(zip(layer.trainable_variables, values[num_inputs:]))
+        # A stateless scope runs the real `__call__` (input autocasting and
+        # mixed-precision variable casts included) on traced weight values.
+        with keras.StatelessScope(
+                state_mapping=mapping + non_trainable_mapping):
+            return layer(structured, **call_kwargs)
 
     return function_gradients(forward, *input_list, *trainable)
 
@@ -387,6 +397,12 @@ def _to_numpy(x):
 
 def _jsonable(config):
     return json.loads(json.dumps(config, default=str))
+
+
+def _init_argument_names(cls):
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return [p.name for p in parameters if p.name != "self" and p.kind in (
+        p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def _public_attributes(instance):
