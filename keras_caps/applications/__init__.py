@@ -1,0 +1,7 @@
+"""Capsule-network applications: builders of compiled Keras models."""
+
+from keras_caps.applications.efficient_capsnet import EfficientCapsNet
+from keras_caps.applications.efficient_capsnet_presets import (
+    EFFICIENT_CAPSNET_PRESETS,
+)
+from keras_caps.applications.inference_model import inference_model

@@ -1,0 +1,261 @@
+import keras
+import numpy as np
+
+from keras_caps import layers
+from keras_caps import losses
+from keras_caps.api_export import keras_caps_export
+from keras_caps.applications import decoders
+from keras_caps.applications.efficient_capsnet_presets import (
+    EFFICIENT_CAPSNET_PRESETS,
+)
+from keras_caps.validation import check_positive_int
+
+
+@keras_caps_export("keras_caps.applications.EfficientCapsNet")
+def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
+                     reconstruction=True, input_statistics=None,
+                     compile=True, optimizer="auto", name="efficient_capsnet"):
+    """Builds Efficient-CapsNet, compiled and ready for `model.fit`.
+
+    The official architecture of Mazzia et al. (2021) for `dataset`: a
+    convolutional stem, `PrimaryCaps`, `FCCaps` self-attention routing to
+    one capsule per class, capsule lengths as class scores, and a decoder
+    that reconstructs the input from the masked class capsule(s). The model
+    takes raw pixels (0-255) and scales them itself, so an exported model
+    serves raw images.
+
+    Trainable parameters of the capsule network without the decoder:
+    161,824 (MNIST), 151,664 (smallNORB), 154,656 (MultiMNIST).
+
+    With `reconstruction=True` the model maps
+    `{"image": images, "label": one_hot}` to
+    `{"length": class_scores, "reconstruction": images_in_0_1}` and is
+    compiled with the margin loss plus the weighted reconstruction MSE; the
+    decoder is fed the true class capsule while training and the longest
+    capsule otherwise. For MultiMNIST, `label` holds the two ordered one-hot
+    labels `(batch, 2, num_classes)` and the reconstruction has one image
+    per digit. With `reconstruction=False` the model maps images to class
+    scores. `keras_caps.applications.inference_model(model)` returns the
+    image-to-scores model that gets exported.
+
+    Args:
+        dataset: str. One of `"mnist"`, `"fashion_mnist"`, `"smallnorb"`,
+            `"multi_mnist"`: the preset architecture and training settings.
+        input_shape: tuple `(height, width, channels)`. Defaults to the
+            preset's. For other shapes the primary-capsule window covers the
+            whole last feature map.
+        num_classes: int. Defaults to the preset's.
+        reconstruction: bool. Add the decoder and its loss. Defaults to
+            `True`.
+        input_statistics: `(mean, variance)` per channel in raw pixel units,
+            for presets that standardise their input (smallNORB), usually
+            `keras_caps.datasets.smallnorb.training_statistics()`. Defaults
+            to `None`: pixels are only divided by 255.
+        compile: bool. Compile with Adam, the margin loss and metrics.
+            Defaults to `True`.
+        optimizer: `"auto"` (Adam with the preset's learning rate, 5e-4) or
+            a Keras optimizer.
+        name: str. Model name.
+
+    Returns:
+        A `keras.Model`.
+
+    Example:
+
+    >>> model = keras_caps.applications.EfficientCapsNet(
+    ...     "mnist", reconstruction=False)
+    >>> model.output_shape
+    (None, 10)
+
+    Reference:
+    - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
+    """
+    preset = get_preset(dataset)
+    input_shape = _check_input_shape(input_shape, preset)
+    _check_stem_fits(dataset, preset, input_shape)
+    num_classes = (preset["num_classes"] if num_classes is None else
+                   check_positive_int("num_classes", num_classes))
+    num_objects = preset["num_objects"]
+    if num_objects > num_classes:
+        raise ValueError(
+            f"The {dataset!r} preset recognises {num_objects} objects per "
+            f"image, which needs at least {num_objects} classes. Received: "
+            f"num_classes={num_classes}")
+
+    # === Layers and functional model ===
+    images = keras.Input(input_shape, name="image")
+    x = _input_scaling(preset, input_shape, input_statistics)(images)
+    for index, block in enumerate(preset["stem"], start=1):
+        for layer in _stem_block(preset["stem_block"], index, **block):
+            x = layer(x)
+    primary_caps_args = _primary_caps_arguments(preset, input_shape,
+                                                tuple(x.shape[1:]))
+    capsules = layers.PrimaryCaps(**primary_caps_args,
+                                  name="primary_caps")(x)
+    class_capsules = layers.FCCaps(num_classes, preset["capsule_dim"],
+                                   name="digit_caps")(capsules)
+    lengths = layers.Length(dtype="float32", name="length")(class_capsules)
+
+    if reconstruction:
+        label_shape = ((num_classes,) if num_objects == 1 else
+                       (num_objects, num_classes))
+        labels = keras.Input(label_shape, name="label")
+        masked = layers.Mask(num_masks=None if num_objects == 1
+                             else num_objects, name="mask")(
+            [class_capsules, labels])
+        decoder = _decoder(preset, input_shape,
+                           num_classes * preset["capsule_dim"])
+        model = keras.Model(
+            {"image": images, "label": labels},
+            {"length": lengths, "reconstruction": decoder(masked)},
+            name=name)
+    else:
+        model = keras.Model(images, lengths, name=name)
+
+    if compile:
+        _compile(model, preset, reconstruction, optimizer)
+    return model
+
+
+def get_preset(dataset):
+    """The preset dict of `dataset`, with a clear error for unknown names."""
+    if dataset not in EFFICIENT_CAPSNET_PRESETS:
+        raise ValueError(
+            "Unknown `dataset`. Expected one of "
+            f"{sorted(EFFICIENT_CAPSNET_PRESETS)}. Received: "
+            f"dataset={dataset!r}")
+    return EFFICIENT_CAPSNET_PRESETS[dataset]
+
+
+def learning_rate_schedule(dataset):
+    """The preset's per-epoch schedule `max(lr0 * decay**epoch, min_lr)`."""
+    preset = get_preset(dataset)
+
+    def schedule(epoch, learning_rate=None):
+        del learning_rate  # The schedule depends on the epoch only.
+        return max(preset["learning_rate"]
+                   * preset["learning_rate_decay"] ** epoch,
+                   preset["min_learning_rate"])
+
+    return schedule
+
+
+def _check_input_shape(input_shape, preset):
+    if input_shape is None:
+        return tuple(preset["input_shape"])
+    if (not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3
+            or any(isinstance(size, bool) or not isinstance(size, int)
+                   or size <= 0 for size in input_shape)):
+        raise ValueError(
+            "Received an invalid value for `input_shape`, expected a tuple "
+            "of 3 positive integers (height, width, channels). Received: "
+            f"input_shape={input_shape!r}")
+    return tuple(input_shape)
+
+
+def _stem_output_size(size, stem):
+    for block in stem:
+        size = (size - block["kernel_size"]) // block["strides"] + 1
+        if size < 1:
+            return 0
+    return size
+
+
+def _check_stem_fits(dataset, preset, input_shape):
+    if min(_stem_output_size(size, preset["stem"])
+           for size in input_shape[:2]) >= 1:
+        return
+    smallest = next(size for size in range(1, 1000)
+                    if _stem_output_size(size, preset["stem"]) >= 1)
+    raise ValueError(
+        f"`input_shape` {tuple(input_shape)} is too small for the stem of "
+        f"the {dataset!r} preset, whose valid convolutions need images of "
+        f"at least {smallest}x{smallest}. Received: "
+        f"input_shape={tuple(input_shape)}")
+
+
+def _input_scaling(preset, input_shape, input_statistics):
+    if preset["input_scaling"] == "standardize" and input_statistics:
+        mean, variance = (np.asarray(v, dtype="float32").reshape(-1)
+                          for v in input_statistics)
+        channels = input_shape[-1]
+        if mean.shape != (channels,) or variance.shape != (channels,):
+            raise ValueError(
+                "`input_statistics` must hold a mean and a variance per "
+                f"channel ({channels}). Received: mean of shape {mean.shape}"
+                f", variance of shape {variance.shape}")
+        return keras.layers.Normalization(
+            mean=mean.tolist(), variance=variance.tolist(),
+            name="input_scaling")
+    return keras.layers.Rescaling(1.0 / 255.0, name="input_scaling")
+
+
+def _stem_block(block, index, filters, kernel_size, strides):
+    if block == "conv_relu_batch_norm":
+        return [
+            keras.layers.Conv2D(filters, kernel_size, strides,
+                                activation="relu",
+                                kernel_initializer="he_normal",
+                                name=f"conv_{index}"),
+            keras.layers.BatchNormalization(name=f"batch_norm_{index}"),
+        ]
+    # "conv_leaky_relu_instance_norm": instance normalisation is a group
+    # normalisation with one group per channel (spec D5).
+    official_init = keras.initializers.RandomUniform(-0.05, 0.05)
+    return [
+        keras.layers.Conv2D(filters, kernel_size, strides,
+                            kernel_initializer="he_normal",
+                            name=f"conv_{index}"),
+        keras.layers.LeakyReLU(negative_slope=0.3,
+                               name=f"leaky_relu_{index}"),
+        keras.layers.GroupNormalization(
+            groups=filters, epsilon=1e-3, beta_initializer=official_init,
+            gamma_initializer=official_init, name=f"instance_norm_{index}"),
+    ]
+
+
+def _primary_caps_arguments(preset, input_shape, feature_shape):
+    """The preset's window, or one covering the whole map for other inputs."""
+    arguments = dict(preset["primary_caps"])
+    height, width, channels = feature_shape
+    if tuple(input_shape) == tuple(preset["input_shape"]):
+        return arguments
+    if channels != arguments["num_capsules"] * arguments["capsule_dim"]:
+        raise ValueError(
+            f"The stem gives {channels} channels, but the primary capsules "
+            f"need {arguments['num_capsules']} x {arguments['capsule_dim']}.")
+    arguments.update(kernel_size=(height, width), strides=1)
+    return arguments
+
+
+def _decoder(preset, input_shape, input_dim):
+    if preset["decoder"] == "conv" and tuple(input_shape[:2]) == (48, 48):
+        return decoders.conv_decoder(input_dim, input_shape)
+    return decoders.dense_decoder(input_dim, input_shape,
+                                  num_objects=preset["num_objects"])
+
+
+def _compile(model, preset, reconstruction, optimizer):
+    if optimizer == "auto":
+        optimizer = keras.optimizers.Adam(
+            learning_rate=preset["learning_rate"])
+    if preset["num_objects"] > 1:
+        from keras_caps import metrics
+
+        accuracy = [metrics.MultiDigitAccuracy(),
+                    metrics.ExactMatchAccuracy()]
+    else:
+        accuracy = ["accuracy"]
+    if reconstruction:
+        model.compile(
+            optimizer=optimizer,
+            loss={"length": losses.MarginLoss(), "reconstruction": "mse"},
+            loss_weights={"length": 1.0,
+                          "reconstruction": preset["reconstruction_weight"]},
+            metrics={"length": accuracy})
+    else:
+        model.compile(optimizer=optimizer, loss=losses.MarginLoss(),
+                      metrics=accuracy)
+    # Creating the optimizer state now lets a freshly built model be saved
+    # and reloaded before it has trained.
+    model.optimizer.build(model.trainable_variables)

@@ -1,0 +1,53 @@
+import keras
+
+from keras_caps.api_export import keras_caps_export
+
+
+@keras_caps_export("keras_caps.applications.inference_model")
+def inference_model(model, reconstruction=False):
+    """The inference graph of a capsule-network application: images in.
+
+    Shares the layers (and weights) of `model`, a model built by an
+    application builder such as `EfficientCapsNet`. The result maps raw
+    images to the class-capsule lengths; with `reconstruction=True` it maps
+    them to `{"length": scores, "reconstruction": images}`, where the decoder
+    reads the longest class capsule(s), as at test time. This is the model
+    that gets exported: it takes no labels.
+
+    Args:
+        model: A model with layers named `"digit_caps"` and `"length"` (and
+            `"mask"` and `"decoder"` for reconstructions), whose first input
+            is the image.
+        reconstruction: bool. Also return the reconstruction. Defaults to
+            `False`.
+
+    Returns:
+        A `keras.Model`.
+
+    Example:
+
+    >>> model = keras_caps.applications.EfficientCapsNet("mnist")
+    >>> keras_caps.applications.inference_model(model).output_shape
+    (None, 10)
+    """
+    names = {layer.name for layer in model.layers}
+    needed = {"digit_caps", "length"}
+    if reconstruction:
+        needed |= {"mask", "decoder"}
+    missing = sorted(needed - names)
+    if missing:
+        raise ValueError(
+            "`inference_model` needs a model with layers named "
+            f"{sorted(needed)}. Missing: {missing}. Received: a model with "
+            f"layers {sorted(names)}")
+    images = model.input["image"] if isinstance(model.input, dict) else (
+        keras.tree.flatten(model.input)[0])
+    lengths = model.get_layer("length").output
+    if not reconstruction:
+        return keras.Model(images, lengths, name=f"{model.name}_inference")
+    # A new call of the mask without labels selects the longest capsules.
+    masked = model.get_layer("mask")(model.get_layer("digit_caps").output)
+    reconstructed = model.get_layer("decoder")(masked)
+    return keras.Model(
+        images, {"length": lengths, "reconstruction": reconstructed},
+        name=f"{model.name}_inference")
