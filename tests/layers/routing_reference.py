@@ -1,0 +1,95 @@
+"""NumPy references for dynamic routing, written from routing.md §1.
+
+Shapes follow the spec: inputs u (B, I, D_in), kernel W (I, D_in, J, D_out),
+votes (B, I, J, D_out), logits and couplings (B, I, J).
+"""
+
+import numpy as np
+
+from tests.layers.reference import squash
+
+
+def dynamic_routing(u, kernel, num_iterations, bias=None, leaky=False,
+                    couplings=None):
+    """Spec §1.2, steps 1-5, with explicit loops over children and parents.
+
+    Args:
+        u: (B, I, D_in) inputs.
+        kernel: (I, D_in, J, D_out) vote matrices.
+        num_iterations: routing iterations r.
+        bias: optional (J, D_out) bias added before every squash.
+        leaky: leaky routing (softmax over J + 1, leak column dropped).
+        couplings: optional (B, I, J) couplings held constant: skips the
+            routing loop and returns `squash(sum_i c * votes + bias)`.
+
+    Returns:
+        `(outputs (B, J, D_out), couplings of the last iteration (B, I, J))`.
+    """
+    batch, num_inputs, _ = u.shape
+    num_outputs = kernel.shape[2]
+    votes = np.zeros((batch, num_inputs, num_outputs, kernel.shape[3]))
+    for i in range(num_inputs):
+        for j in range(num_outputs):
+            votes[:, i, j] = u[:, i] @ kernel[i, :, j, :]
+    if couplings is not None:
+        return _weighted_squash(couplings, votes, bias), couplings
+    logits = np.zeros((batch, num_inputs, num_outputs))
+    for t in range(num_iterations):
+        couplings = _softmax_over_parents(logits, leaky)
+        outputs = _weighted_squash(couplings, votes, bias)
+        if t < num_iterations - 1:
+            for j in range(num_outputs):
+                logits[:, :, j] += np.sum(
+                    votes[:, :, j] * outputs[:, None, j], axis=-1)
+    return outputs, couplings
+
+
+def _softmax_over_parents(logits, leaky):
+    if leaky:
+        leak = np.zeros(logits.shape[:-1] + (1,))
+        logits = np.concatenate([leak, logits], axis=-1)
+    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    couplings = exp / exp.sum(axis=-1, keepdims=True)
+    return couplings[..., 1:] if leaky else couplings
+
+
+def _weighted_squash(couplings, votes, bias):
+    weighted = np.sum(couplings[..., None] * votes, axis=1)  # (B, J, D_out)
+    if bias is not None:
+        weighted = weighted + bias
+    return squash(weighted, variant="sabour")
+
+
+def numerical_gradient(fn, x, step=1e-6):
+    """Central differences of the scalar `fn` at every entry of `x`."""
+    x = np.array(x, dtype="float64")
+    gradient = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        original = x[index]
+        x[index] = original + step
+        upper = fn(x)
+        x[index] = original - step
+        lower = fn(x)
+        x[index] = original
+        gradient[index] = (upper - lower) / (2 * step)
+    return gradient
+
+
+def conv_primary_caps(x, kernel, bias, strides, scale, type_major):
+    """Valid convolution, scale, per-type bias, capsule order, squash."""
+    batch, height, width, _ = x.shape
+    kh, kw, _, channels = kernel.shape
+    num_types, capsule_dim = bias.shape
+    out_h = (height - kh) // strides + 1
+    out_w = (width - kw) // strides + 1
+    features = np.zeros((batch, out_h, out_w, channels))
+    for h in range(out_h):
+        for w in range(out_w):
+            window = x[:, h * strides:h * strides + kh,
+                       w * strides:w * strides + kw, :]
+            features[:, h, w, :] = np.einsum("bpqc,pqcf->bf", window, kernel)
+    capsules = scale * features.reshape(batch, out_h, out_w, num_types,
+                                        capsule_dim) + bias
+    if type_major:
+        capsules = capsules.transpose(0, 3, 1, 2, 4)
+    return squash(capsules.reshape(batch, -1, capsule_dim), variant="sabour")
