@@ -1,0 +1,188 @@
+"""The MNIST training augmentation of Efficient-CapsNet, vectorised in TF.
+
+Spec §9.1 (`utils/pre_process_mnist.py` of the official code), re-written
+as batched TensorFlow ops without OpenCV or `py_function`. Every random
+value is drawn per image from stateless ops, so a batch and a seed fix the
+result. The four steps, in the official order:
+
+1. **rotate**: `r0, r1 ~ N(0, 0.33)` clipped to +-0.9999; when `r1 <= 0`
+   (probability 1/2) rotate by `int(30 * r0)` degrees (truncated towards
+   zero, so within +-29) counter-clockwise about the pixel point (14, 14),
+   bilinear, zero fill (OpenCV's `getRotationMatrix2D` + `warpAffine`).
+2. **shift**: per axis, a direction with probability 1/2 each and an
+   amount `floor(r * m)`, `r = min(|N(0, 0.33)|, 0.9999)`, where `m` is the
+   empty margin of the (rotated) digit towards the left or top, or that
+   margin + 1 towards the right or bottom; the image is rolled, so the
+   digit never leaves the frame.
+3. **squish**: the width shrinks by `w = floor(7 * r0) + 1` pixels with an
+   antialiased Lanczos-3 resize to 28 x (28 - w), and the result is placed
+   at column `w // 2 + floor(2 * r1)` of a zero canvas cropped to 28 x 28.
+   The resize is linear, so it is applied as one of 14 precomputed 28 x 28
+   column operators (one per `(w, offset)`), i.e. one batched matmul.
+   Lanczos ringing can leave the pixel range, so the result is clipped back
+   to [0, 255].
+4. **erase**: a 4 x 4 patch whose top-left corner (row, column) is uniform
+   in the integers [4, 22] is zeroed.
+
+Images are raw pixels (float32 in [0, 255]); every step is scale-free, so
+the official code's /256 scaling makes no difference.
+"""
+
+import functools
+import math
+
+import numpy as np
+import tensorflow as tf
+
+_SIZE = 28
+_STDDEV = 0.33
+_CLIP = 0.9999
+_MAX_ANGLE = 30.0
+_MAX_SQUISH = _SIZE // 4  # 7 pixels
+_ERASE_SIZE = 4
+_ERASE_LOW = 4
+_ERASE_POSITIONS = 19  # corners 4..22
+_PIXEL_MAX = 255.0
+
+
+def augment_mnist(images, seed):
+    """Rotates, shifts, squishes and erases a batch of 28 x 28 digits.
+
+    Args:
+        images: float32 tensor of shape `(batch_size, 28, 28, 1)`, raw
+            pixels in [0, 255].
+        seed: int or int64 tensor of shape `(2,)`. The stateless seed.
+
+    Returns:
+        float32 tensor of the same shape, values in [0, 255].
+
+    Example:
+
+    >>> images = tf.zeros((2, 28, 28, 1))
+    >>> augment_mnist(images, seed=(1, 2)).shape
+    TensorShape([2, 28, 28, 1])
+    """
+    images = tf.convert_to_tensor(images, dtype=tf.float32)
+    seed = tf.convert_to_tensor(seed, dtype_hint=tf.int64)
+    seeds = tf.random.experimental.stateless_split(seed, num=4)
+    images = _rotate(images, seeds[0])
+    images = _shift(images, seeds[1])
+    images = _squish(images, seeds[2])
+    return _erase(images, seeds[3])
+
+
+def _clipped_normal(shape, seed):
+    values = tf.random.stateless_normal(shape, seed, stddev=_STDDEV)
+    return tf.clip_by_value(values, -_CLIP, _CLIP)
+
+
+def _rotate(images, seed):
+    batch_size = tf.shape(images)[0]
+    draws = _clipped_normal([batch_size, 2], seed)
+    degrees = tf.cast(tf.cast(draws[:, 0] * _MAX_ANGLE, tf.int32),
+                      tf.float32)  # int() truncates towards zero
+    degrees = tf.where(draws[:, 1] <= 0.0, degrees, 0.0)
+    radians = degrees * (math.pi / 180.0)
+    cos, sin = tf.cos(radians), tf.sin(radians)
+    center = _SIZE / 2.0
+    zeros = tf.zeros_like(cos)
+    # Output pixel (x, y) samples the input at the inverse rotation of
+    # OpenCV's forward matrix [[cos, sin, .], [-sin, cos, .]] about center.
+    transforms = tf.stack([
+        cos, -sin, center - cos * center + sin * center,
+        sin, cos, center - sin * center - cos * center,
+        zeros, zeros], axis=1)
+    return tf.raw_ops.ImageProjectiveTransformV3(
+        images=images, transforms=transforms,
+        output_shape=tf.constant([_SIZE, _SIZE], tf.int32),
+        fill_value=tf.constant(0.0), interpolation="BILINEAR",
+        fill_mode="CONSTANT")
+
+
+def _shift(images, seed):
+    batch_size = tf.shape(images)[0]
+    direction_seed, amount_seed = tf.unstack(
+        tf.random.experimental.stateless_split(seed, num=2))
+    directions = tf.random.stateless_uniform([batch_size, 2], direction_seed)
+    towards_end = directions * 2.0 >= 1.0  # floor(u * 2) == 1
+    amounts = tf.minimum(tf.abs(tf.random.stateless_normal(
+        [batch_size, 2], amount_seed, stddev=_STDDEV)), _CLIP)
+    image = images[..., 0]
+    # The official code draws the row direction from directions[:, 0] and
+    # amounts[:, 1], the column direction from directions[:, 1] and
+    # amounts[:, 0].
+    row_shift = _margin_shift(tf.reduce_sum(image, axis=2) > 0.0,
+                              towards_end[:, 0], amounts[:, 1])
+    column_shift = _margin_shift(tf.reduce_sum(image, axis=1) > 0.0,
+                                 towards_end[:, 1], amounts[:, 0])
+    positions = tf.range(_SIZE)[None, :]
+    rows = tf.math.floormod(positions - row_shift[:, None], _SIZE)
+    columns = tf.math.floormod(positions - column_shift[:, None], _SIZE)
+    images = tf.gather(images, rows, axis=1, batch_dims=1)
+    return tf.gather(images, columns, axis=2, batch_dims=1)
+
+
+def _margin_shift(occupied, towards_end, amounts):
+    """Signed shifts within the empty margins, from `(batch, 28)` masks."""
+    occupied = tf.cast(occupied, tf.int32)
+    start_margin = tf.cast(tf.argmax(occupied, axis=1), tf.float32)
+    end_margin = tf.cast(tf.argmax(occupied[:, ::-1], axis=1), tf.float32)
+    shift = tf.where(towards_end, tf.floor(amounts * (end_margin + 1.0)),
+                     tf.floor(-amounts * start_margin))
+    # An empty image has no margins to use.
+    shift = tf.where(tf.reduce_any(occupied > 0, axis=1), shift, 0.0)
+    return tf.cast(shift, tf.int32)
+
+
+def _squish(images, seed):
+    batch_size = tf.shape(images)[0]
+    draws = tf.minimum(tf.abs(tf.random.stateless_normal(
+        [batch_size, 2], seed, stddev=_STDDEV)), _CLIP)
+    width_cut = tf.cast(tf.floor(draws[:, 0] * _MAX_SQUISH + 1.0), tf.int32)
+    offset_extra = tf.cast(tf.floor(draws[:, 1] * 2.0), tf.int32)
+    index = (width_cut - 1) * 2 + offset_extra
+    operators = tf.gather(tf.constant(_squish_operators()), index)
+    # b: batch, r: row, j: input column, c: output column
+    squished = tf.einsum("brjk,bcj->brck", images, operators)
+    return tf.clip_by_value(squished, 0.0, _PIXEL_MAX)
+
+
+@functools.lru_cache(maxsize=None)
+def _squish_operators():
+    """The 14 column operators, shape `(14, 28, 28)`: [out col, in col].
+
+    Index `2 * (w - 1) + extra` is the resize to width `28 - w` placed at
+    column `w // 2 + extra` (then cropped to 28 columns).
+    """
+    with tf.init_scope():
+        # Row k of the identity is basis column k; resizing the identity
+        # "image" along its width gives resize[k, c] = weight of input
+        # column k in output column c.
+        identity = tf.eye(_SIZE)[:, :, None]
+        operators = []
+        for width_cut in range(1, _MAX_SQUISH + 1):
+            width = _SIZE - width_cut
+            resized = tf.image.resize(
+                identity, [_SIZE, width], method="lanczos3",
+                antialias=True).numpy()[:, :, 0]  # (in col, out col)
+            for extra in (0, 1):
+                offset = width_cut // 2 + extra
+                operator = np.zeros((_SIZE, _SIZE), "float32")
+                stop = min(offset + width, _SIZE)
+                operator[offset:stop] = resized.T[:stop - offset]
+                operators.append(operator)
+    return np.stack(operators)
+
+
+def _erase(images, seed):
+    batch_size = tf.shape(images)[0]
+    corners = tf.random.stateless_uniform([batch_size, 2], seed)
+    corners = tf.cast(tf.floor(corners * _ERASE_POSITIONS), tf.int32)
+    corners = corners + _ERASE_LOW
+    positions = tf.range(_SIZE)[None, :]
+    in_rows = ((positions >= corners[:, :1])
+               & (positions < corners[:, :1] + _ERASE_SIZE))
+    in_columns = ((positions >= corners[:, 1:])
+                  & (positions < corners[:, 1:] + _ERASE_SIZE))
+    patch = in_rows[:, :, None] & in_columns[:, None, :]
+    return tf.where(patch[..., None], 0.0, images)

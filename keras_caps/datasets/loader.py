@@ -1,0 +1,96 @@
+"""`keras_caps.datasets.load`: one entry point for every dataset."""
+
+import inspect
+
+from keras_caps.datasets import fashion_mnist
+from keras_caps.datasets import mnist
+from keras_caps.datasets import multi_mnist
+from keras_caps.datasets import smallnorb
+
+_LOADERS = {
+    "mnist": mnist.load,
+    "fashion_mnist": fashion_mnist.load,
+    "smallnorb": smallnorb.load,
+    "multi_mnist": multi_mnist.load,
+}
+_COMMON_ARGUMENTS = ("split", "batch_size", "training", "data_dir", "seed",
+                     "validation", "reconstruction", "shuffle_buffer_size")
+
+
+def load(dataset, split, *, batch_size, training=None, data_dir=None,
+         seed=42, validation="holdout", reconstruction=True,
+         shuffle_buffer_size=None, **options):
+    """Batches of a dataset, ready for `model.fit`, in the official recipe.
+
+    Dispatches to `keras_caps.datasets.<dataset>.load`, whose docstring says
+    exactly what is yielded. In short, with `reconstruction=True`:
+    `({"image": image, "label": label},
+      {"length": label, "reconstruction": target})`, else `(image, label)`;
+    images float32 in **raw pixel units** ([0, 255]; the models scale
+    them), labels one-hot float32 of depth `DATASETS[dataset].num_classes`,
+    targets the (augmented) image / 255. MultiMNIST yields label pairs
+    `(batch, 2, 10)` as the input, a multi-hot `(batch, 10)` as the length
+    target and both shifted digits `(batch, 2, 36, 36, 1)` as the
+    reconstruction target.
+
+    Splits (spec D4): `validation="holdout"` (default) trains on the
+    training split minus a seeded, class-stratified 10 % holdout and
+    validates on the holdout; `validation="test"` (the official protocol)
+    trains on the whole training split and validates on the test split.
+    `"test"` is always the test split.
+
+    Batches hold exactly `batch_size` (the global batch size) examples when
+    training (the remainder is dropped); training shuffles (reshuffled every
+    epoch) and augments. Everything is a function of `seed`.
+
+    Data comes from `data_dir` (or `$KERAS_CAPS_DATA_DIR`): the four IDX
+    files for mnist, fashion_mnist and multi_mnist, a TFDS data directory
+    for smallnorb. Otherwise from prepared TFDS datasets; nothing is ever
+    downloaded, and missing data fails at once, saying how to point at
+    local files.
+
+    Args:
+        dataset: str. One of `"mnist"`, `"fashion_mnist"`, `"smallnorb"`,
+            `"multi_mnist"`.
+        split: str. `"train"`, `"validation"` or `"test"`.
+        batch_size: int. The global batch size.
+        training: bool or `None`. Shuffle and augment. Defaults to
+            `split == "train"`.
+        data_dir: str or `None`. Local data folder.
+        seed: int. Defaults to `42`.
+        validation: str. `"holdout"` or `"test"`. Defaults to `"holdout"`.
+        reconstruction: bool. Yield reconstruction targets. Defaults to
+            `True`.
+        shuffle_buffer_size: int or `None`. Defaults to the split size.
+        **options: Dataset-specific options: `augment` (mnist,
+            fashion_mnist, smallnorb), `statistics` (smallnorb), `shift`,
+            `partners_per_digit` and `pairs_per_epoch` (multi_mnist).
+
+    Returns:
+        A `tf.data.Dataset` with known cardinality.
+
+    Example:
+
+    >>> train = keras_caps.datasets.load(  # doctest: +SKIP
+    ...     "mnist", "train", batch_size=16)
+    >>> val = keras_caps.datasets.load(  # doctest: +SKIP
+    ...     "mnist", "validation", batch_size=16)
+    >>> model.fit(train, validation_data=val, epochs=150)  # doctest: +SKIP
+    """
+    if dataset not in _LOADERS:
+        raise ValueError(
+            f"Unknown `dataset`. Expected one of {sorted(_LOADERS)}. "
+            f"Received: dataset={dataset!r}")
+    loader = _LOADERS[dataset]
+    accepted = sorted(name for name in inspect.signature(loader).parameters
+                      if name not in _COMMON_ARGUMENTS)
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"Unknown options for dataset {dataset!r}: {unknown}. Expected "
+            f"some of {accepted}. Received: options={options!r}")
+    return loader(split, batch_size=batch_size, training=training,
+                  data_dir=data_dir, seed=seed, validation=validation,
+                  reconstruction=reconstruction,
+                  shuffle_buffer_size=shuffle_buffer_size, **options)
+

@@ -1,0 +1,267 @@
+"""MultiMNIST generated on the fly from MNIST (spec §10, D6)."""
+
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+from keras_caps.datasets import holdout
+from keras_caps.datasets import pipeline
+from keras_caps.datasets import sources
+from keras_caps.validation import check_positive_int
+
+_NUM_CLASSES = 10
+_PAD = 4  # config.json: pad_multimnist
+_SIZE = 28 + 2 * _PAD  # 36
+_PIXEL_MAX = 255.0
+_PAIRS_PER_DIGIT = 10  # the official 10x steps per epoch
+# Salts that give validation and test pairs streams of their own.
+_VALIDATION_SALT = 1
+_TEST_SALT = 2
+_TRAINING_SALT = 3
+
+
+def load(split, *, batch_size, training=None, data_dir=None, seed=42,
+         validation="holdout", reconstruction=True, shuffle_buffer_size=None,
+         shift=6, partners_per_digit=1000, pairs_per_epoch=None):
+    """MultiMNIST batches: pairs of shifted digits of different classes.
+
+    Each example overlays two MNIST digits of **different classes**. Each
+    digit is zero-padded by 4 to 36 x 36 and translated (zero fill) by
+    integer shifts uniform in [-shift, shift] per axis; the pair merges as
+    `clip(a + b, 0, 255)`.
+
+    With `reconstruction=True` the dataset yields
+    `({"image": merged, "label": labels},
+      {"length": multi_hot, "reconstruction": digits})`, otherwise
+    `(merged, multi_hot)`:
+
+    - `merged`: float32 `(batch, 36, 36, 1)`, raw pixels in [0, 255].
+    - `labels`: float32 `(batch, 2, 10)`, the one-hot labels of the first
+      and the second digit, in that order.
+    - `multi_hot`: float32 `(batch, 10)`, their sum (two distinct ones).
+    - `digits`: float32 `(batch, 2, 36, 36, 1)`, the two shifted digits
+      scaled to [0, 1] (`a / 255`, `b / 255`); their sum, times 255 and
+      clipped to [0, 255], is `merged`.
+
+    Digit pools (spec D4): `"train"` uses the training digits (54,000 under
+    `validation="holdout"`, all 60,000 under `"test"`); `"validation"` the
+    6,000 held-out digits (holdout) or the 10,000 test digits (`"test"`);
+    `"test"` always the 10,000 test digits.
+
+    - **Training** (default for `"train"`): `pairs_per_epoch // batch_size`
+      batches per epoch of fresh pairs: the first digit uniform over the
+      pool, the second uniform over the pool's digits of other classes,
+      shifts uniform. Each batch is drawn by stateless ops from a per-batch
+      seed, the seeds from `tf.data.Dataset.random(seed,
+      rerandomize_each_iteration=True)`: new pairs every epoch, the whole
+      sequence fixed by `seed`.
+    - **Evaluation** (`training=False`): a fixed, seeded set, the same in
+      every epoch and on every call. `"test"`: for each pool digit (the
+      base, shifted once) `partners_per_digit` partners drawn without
+      replacement from the digits of other classes, each shifted on its
+      own; pairs come base by base (10,000 x 1,000 = 10M by default).
+      `"validation"` and `"train"`: one such partner per digit. Pairs are
+      computed statelessly from `(seed, base index)`; nothing is stored.
+      The stream differs from the official NumPy one.
+
+    Data: MNIST, from the IDX files in `data_dir` (or
+    `$KERAS_CAPS_DATA_DIR`) or the prepared TFDS `mnist`.
+
+    Args:
+        split: str. `"train"`, `"validation"` or `"test"`.
+        batch_size: int. The global batch size.
+        training: bool or `None`. Random pairs (`True`) or the fixed set.
+            Defaults to `split == "train"`.
+        data_dir: str or `None`. Folder of MNIST's IDX files.
+        seed: int. Seeds the holdout and every pair. Defaults to `42`.
+        validation: str. `"holdout"` or `"test"`. Defaults to `"holdout"`.
+        reconstruction: bool. Defaults to `True`.
+        shuffle_buffer_size: Unused (pairs are drawn at random); accepted
+            for a uniform signature.
+        shift: int. Largest shift per axis, `6` (official) or `4` (Sabour).
+            Defaults to `6`.
+        partners_per_digit: int. Partners of each base digit in the test
+            set. Defaults to `1000`.
+        pairs_per_epoch: int or `None`. Training pairs per epoch. Defaults
+            to 10 x the number of pool digits (540,000 under holdout).
+
+    Returns:
+        A `tf.data.Dataset` with known cardinality.
+
+    Example:
+
+    >>> ds = keras_caps.datasets.multi_mnist.load(  # doctest: +SKIP
+    ...     "test", batch_size=100, partners_per_digit=10)
+    >>> ds.element_spec[1]["reconstruction"].shape  # doctest: +SKIP
+    TensorShape([None, 2, 36, 36, 1])
+    """
+    training = pipeline.check_arguments(split, batch_size, training,
+                                        validation, seed,
+                                        shuffle_buffer_size)
+    _check_non_negative_int("shift", shift)
+    check_positive_int("partners_per_digit", partners_per_digit)
+    if pairs_per_epoch is not None:
+        check_positive_int("pairs_per_epoch", pairs_per_epoch)
+    arrays = sources.load_image_arrays("mnist", data_dir)
+    images, labels = holdout.select_split(arrays, split, validation, seed)
+    pool = _Pool(images, labels, shift)
+    if training:
+        pairs_per_epoch = pairs_per_epoch or _PAIRS_PER_DIGIT * pool.size
+        num_batches = pairs_per_epoch // batch_size
+        if num_batches == 0:
+            raise ValueError(
+                "`pairs_per_epoch` must hold at least one batch. Received: "
+                f"pairs_per_epoch={pairs_per_epoch}, "
+                f"batch_size={batch_size}")
+        seeds = pipeline.batch_seeds(seed + _TRAINING_SALT).take(num_batches)
+        dataset = seeds.map(pool.random_pairs(batch_size),
+                            num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        partners = partners_per_digit if split == "test" else 1
+        salt = _TEST_SALT if split == "test" else _VALIDATION_SALT
+        if partners > pool.min_partners:
+            raise ValueError(
+                "Received an invalid value for `partners_per_digit`: the "
+                f"{split!r} digits of some class have only "
+                f"{pool.min_partners} digits of other classes to draw "
+                "partners from without replacement. Received: "
+                f"partners_per_digit={partners}")
+        dataset = tf.data.Dataset.range(pool.size).map(
+            pool.fixed_pairs(partners, [seed, salt]),
+            num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.unbatch().apply(
+            tf.data.experimental.assert_cardinality(pool.size * partners))
+        dataset = dataset.batch(batch_size,
+                                num_parallel_calls=tf.data.AUTOTUNE)
+
+    def format_batch(merged, labels, digits):
+        multi_hot = tf.reduce_sum(labels, axis=1)
+        if not reconstruction:
+            return merged, multi_hot
+        return ({"image": merged, "label": labels},
+                {"length": multi_hot, "reconstruction": digits})
+
+    dataset = dataset.map(format_batch, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+class _Pool:
+    """The digits pairs are drawn from, held as constant tensors.
+
+    The digits are indexed through their stable sort by class, so "a digit
+    of another class than c" is a uniform position in the sorted order
+    with class c's block skipped.
+    """
+
+    def __init__(self, images, labels, shift):
+        labels = np.asarray(labels, "int64")
+        self.size = len(labels)
+        counts = np.bincount(labels, minlength=_NUM_CLASSES)
+        if self.size == 0 or np.count_nonzero(counts) < 2:
+            raise ValueError(
+                "MultiMNIST needs digits of at least two classes. Received: "
+                f"{self.size} digits with class counts {counts.tolist()}")
+        self.min_partners = int(self.size - counts.max())
+        self.shift = shift
+        self.images = tf.constant(np.asarray(images, "uint8"))
+        self.labels = tf.constant(labels)
+        self.by_class = tf.constant(np.argsort(labels, kind="stable"))
+        self.counts = tf.constant(counts)
+        self.starts = tf.constant(np.cumsum(counts) - counts)
+
+    def random_pairs(self, batch_size):
+        """A function of a stateless seed giving one batch of random pairs."""
+
+        def generate(seed):
+            first_seed, second_seed, shift_seed = tf.unstack(
+                tf.random.experimental.stateless_split(seed, num=3))
+            first = self._uniform_index(first_seed, [batch_size], self.size)
+            second = self._other_class(first, second_seed)
+            shifts = self._shifts(shift_seed, [batch_size, 2, 2])
+            return self._merge(first, second, shifts)
+
+        return generate
+
+    def fixed_pairs(self, partners, seed):
+        """A function of a base index giving its `partners` fixed pairs."""
+        seed = tf.constant(seed, tf.int64)
+
+        def generate(base):
+            base_seed = tf.random.experimental.stateless_fold_in(seed, base)
+            partner_seed, base_shift_seed, shift_seed = tf.unstack(
+                tf.random.experimental.stateless_split(base_seed, num=3))
+            label = tf.gather(self.labels, base)
+            num_others = self.size - tf.gather(self.counts, label)
+            scores = tf.random.stateless_uniform([num_others], partner_seed)
+            # The top `partners` of uniform scores: a uniform draw without
+            # replacement, in random order.
+            positions = tf.math.top_k(scores, k=partners).indices
+            second = self._skip_class(tf.cast(positions, tf.int64), label)
+            first = tf.fill([partners], base)
+            base_shift = self._shifts(base_shift_seed, [1, 1, 2])
+            partner_shifts = self._shifts(shift_seed, [partners, 1, 2])
+            shifts = tf.concat(
+                [tf.tile(base_shift, [partners, 1, 1]), partner_shifts],
+                axis=1)
+            return self._merge(first, second, shifts)
+
+        return generate
+
+    def _uniform_index(self, seed, shape, maxval):
+        draws = tf.random.stateless_uniform(shape, seed, dtype=tf.float64)
+        maxval = tf.cast(maxval, tf.float64)
+        index = tf.minimum(tf.floor(draws * maxval), maxval - 1.0)
+        return tf.cast(index, tf.int64)
+
+    def _other_class(self, first, seed):
+        label = tf.gather(self.labels, first)
+        num_others = self.size - tf.gather(self.counts, label)
+        positions = self._uniform_index(seed, tf.shape(first), num_others)
+        return self._skip_class(positions, label)
+
+    def _skip_class(self, positions, label):
+        """Digit indices of positions among the digits of other classes."""
+        start = tf.gather(self.starts, label)
+        skip = tf.where(positions >= start, tf.gather(self.counts, label), 0)
+        return tf.gather(self.by_class, positions + skip)
+
+    def _shifts(self, seed, shape):
+        return tf.random.stateless_uniform(
+            shape, seed, minval=-self.shift, maxval=self.shift + 1,
+            dtype=tf.int32)
+
+    def _merge(self, first, second, shifts):
+        """`(merged, labels, digits)` of pairs; shifts `(n, 2, 2)`."""
+        digits = tf.stack([self._shifted(first, shifts[:, 0]),
+                           self._shifted(second, shifts[:, 1])], axis=1)
+        merged = tf.clip_by_value(tf.reduce_sum(digits, axis=1), 0.0,
+                                  _PIXEL_MAX)
+        labels = tf.one_hot(
+            tf.stack([tf.gather(self.labels, first),
+                      tf.gather(self.labels, second)], axis=1),
+            _NUM_CLASSES, dtype=tf.float32)
+        return (merged[..., None], labels,
+                digits[..., None] / _PIXEL_MAX)
+
+    def _shifted(self, indices, shifts):
+        """Digits padded to 36 x 36 and translated by `(row, col)` shifts."""
+        border = _PAD + self.shift
+        images = tf.cast(tf.gather(self.images, indices), tf.float32)
+        images = tf.pad(images, [[0, 0], [border, border], [border, border]])
+        # Output pixel p reads padded pixel p + shift_max - s: content moves
+        # by +s, with zeros coming in.
+        positions = tf.range(_SIZE)[None, :]
+        rows = positions + (self.shift - shifts[:, :1])
+        columns = positions + (self.shift - shifts[:, 1:])
+        images = tf.gather(images, rows, axis=1, batch_dims=1)
+        return tf.gather(images, columns, axis=2, batch_dims=1)
+
+
+def _check_non_negative_int(name, value):
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+            or value < 0):
+        raise ValueError(
+            f"Received an invalid value for `{name}`, expected a "
+            f"non-negative integer. Received: {name}={value!r}")
+

@@ -1,0 +1,246 @@
+"""smallNORB in the Efficient-CapsNet recipe (spec §9.2, D4, D5)."""
+
+import functools
+import logging
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_caps.datasets import holdout
+from keras_caps.datasets import pipeline
+from keras_caps.datasets import sources
+
+_TFDS_NAME = "smallnorb"
+_NUM_CLASSES = 5
+_SCALE = 64  # config.json: scale_smallnorb
+_PATCH = 48  # config.json: patch_smallnorb
+_CENTER = (_SCALE - _PATCH) // 2
+_MAX_DELTA = 2.0  # in standardised units, i.e. training standard deviations
+_CONTRAST_RANGE = (0.5, 1.5)
+_BATCH = 512
+
+
+def load(split, *, batch_size, training=None, data_dir=None, seed=42,
+         validation="holdout", reconstruction=True, shuffle_buffer_size=None,
+         augment=True, statistics=None):
+    """smallNORB stereo batches for Efficient-CapsNet.
+
+    With `reconstruction=True` the dataset yields
+    `({"image": image, "label": label},
+      {"length": label, "reconstruction": target})`, otherwise
+    `(image, label)`:
+
+    - `image`: float32 `(batch, 48, 48, 2)`, the two 96 x 96 views
+      (`image`, `image2`) as channels, resized bilinearly to 64 x 64 and
+      cropped to 48 x 48, in **raw pixel units**. The model standardises
+      them with a `Normalization` layer set from `training_statistics`.
+    - `label`: float32 one-hot `(batch, 5)` of `label_category`.
+    - `target`: float32 `(batch, 48, 48, 2)`, `clip(image / 255, 0, 1)`.
+
+    Evaluation crops the centre (offset 8). Training (default for
+    `"train"` only) reshuffles every epoch with a buffer of the whole split
+    (spec D5), and augments per image as the official code does (spec
+    §9.2): a random 48 x 48 crop, a random brightness delta uniform in
+    [-2, 2] standardised units, i.e. `2.0 * std` per channel in raw units
+    with `std` from `training_statistics`, and a random contrast factor in
+    [0.5, 1.5] about each image's per-channel mean. Like the official
+    augmentation this is not clipped, so training images can leave
+    [0, 255]; only the reconstruction target is clipped to [0, 1].
+
+    Splits (spec D4): with `validation="holdout"` (default), `"train"` is
+    the 24,300 training pairs minus a seeded, class-stratified holdout of
+    2,430 (21,870), and `"validation"` is that holdout. With
+    `validation="test"` (official), `"train"` is all 24,300 and
+    `"validation"` is the test split. `"test"` is always the 24,300 test
+    pairs.
+
+    Data: the prepared TFDS `smallnorb` (never downloaded) from the TFDS
+    data directory `data_dir` (or `$KERAS_CAPS_DATA_DIR`, or the TFDS
+    default).
+
+    Args:
+        split: str. `"train"`, `"validation"` or `"test"`.
+        batch_size: int. The global batch size.
+        training: bool or `None`. Shuffle, augment and drop the remainder.
+            Defaults to `split == "train"`.
+        data_dir: str or `None`. TFDS data directory.
+        seed: int. Seeds the holdout, the shuffle and the augmentation.
+            Defaults to `42`.
+        validation: str. `"holdout"` or `"test"`. Defaults to `"holdout"`.
+        reconstruction: bool. Defaults to `True`.
+        shuffle_buffer_size: int or `None`. Defaults to the split size.
+        augment: bool. Augment when training; without it training uses
+            the centre crop. Defaults to `True`.
+        statistics: `None` or the `(mean, variance)` of
+            `training_statistics`, to scale the brightness delta. Computed
+            (one pass over the training images) when needed and `None`.
+
+    Returns:
+        A `tf.data.Dataset` with known cardinality.
+
+    Example:
+
+    >>> ds = keras_caps.datasets.smallnorb.load(  # doctest: +SKIP
+    ...     "test", batch_size=16)
+    >>> ds.element_spec[0]["image"].shape  # doctest: +SKIP
+    TensorShape([None, 48, 48, 2])
+    """
+    training = pipeline.check_arguments(split, batch_size, training,
+                                        validation, seed,
+                                        shuffle_buffer_size)
+    data_dir = sources.resolve_data_dir(data_dir)
+    examples, num_examples = _split_examples(split, validation, seed,
+                                             data_dir)
+    random_crop = training and augment
+    augment_fn = None
+    if random_crop:
+        if statistics is None:
+            statistics = training_statistics(data_dir, seed, validation)
+        _, variance = statistics
+        std = np.sqrt(np.asarray(variance, "float32"))
+        augment_fn = functools.partial(_augment, std=tf.constant(std))
+    return pipeline.build_pipeline(
+        examples,
+        prepare=functools.partial(_prepare, center_crop=not random_crop),
+        format_batch=functools.partial(pipeline.classification_batch,
+                                       reconstruction=reconstruction),
+        batch_size=batch_size, training=training, seed=seed,
+        shuffle_buffer_size=shuffle_buffer_size or max(num_examples, 1),
+        augment=augment_fn)
+
+
+def training_statistics(data_dir=None, seed=42, validation="holdout"):
+    """Per-channel mean and variance of the training images, raw units.
+
+    Spec D5: the statistics come from the images the model trains on (the
+    training split minus the holdout under `validation="holdout"`, the
+    whole training split under `"test"`), over all pixels of the original
+    96 x 96 views, as the official standardisation does; they are applied
+    unchanged to validation and test data. Set a model's input
+    `keras.layers.Normalization(mean=mean, variance=variance)` from them.
+
+    Args:
+        data_dir: str or `None`. TFDS data directory.
+        seed: int. The holdout seed. Defaults to `42`.
+        validation: str. `"holdout"` or `"test"`. Defaults to `"holdout"`.
+
+    Returns:
+        Tuple `(mean, variance)`, float32 NumPy arrays of shape `(2,)`, in
+        raw pixel units (0-255 scale).
+
+    Example:
+
+    >>> mean, variance = keras_caps.datasets.smallnorb.training_statistics(
+    ... )  # doctest: +SKIP
+    >>> layer = keras.layers.Normalization(mean=mean, variance=variance)
+    ... # doctest: +SKIP
+    """
+    pipeline.check_arguments("train", 1, None, validation, seed, None)
+    data_dir = sources.resolve_data_dir(data_dir)
+    examples, _ = _split_examples("train", validation, seed, data_dir)
+    zeros = tf.zeros((2,), tf.float64)
+
+    def add(totals, images):
+        count, total, total_squares = totals
+        images = tf.reshape(tf.cast(images, tf.float64), (-1, 2))
+        return (count + tf.cast(tf.shape(images)[0], tf.float64),
+                total + tf.reduce_sum(images, axis=0),
+                total_squares + tf.reduce_sum(tf.square(images), axis=0))
+
+    images = examples.map(_stereo_pair, num_parallel_calls=tf.data.AUTOTUNE)
+    count, total, total_squares = images.batch(_BATCH).reduce(
+        (tf.constant(0.0, tf.float64), zeros, zeros), add)
+    count = max(float(count), 1.0)
+    mean = total.numpy() / count
+    variance = np.maximum(total_squares.numpy() / count - mean**2, 0.0)
+    logging.info("smallNORB training statistics over %d pixels per channel: "
+                 "mean %s, variance %s.", int(count), mean, variance)
+    return mean.astype("float32"), variance.astype("float32")
+
+
+def _split_examples(split, validation, seed, data_dir):
+    """The examples (feature dicts) of a split and their number."""
+    use_test = split == "test" or (split == "validation"
+                                   and validation == "test")
+    tfds_split = "test" if use_test else "train"
+    examples = sources.load_tfds(_TFDS_NAME, tfds_split, data_dir)
+    if use_test or validation == "test":
+        num_examples = int(examples.cardinality())
+        if num_examples < 0:
+            num_examples = len(_labels(tfds_split, data_dir))
+        return examples, num_examples
+    train, held = holdout.holdout_indices(_labels("train", data_dir), seed)
+    chosen = train if split == "train" else held
+    keep = np.zeros(len(train) + len(held), dtype=bool)
+    keep[chosen] = True
+    keep = tf.constant(keep)
+
+    def is_kept(index, example):
+        del example
+        return tf.gather(keep, index)
+
+    def drop_index(index, example):
+        del index
+        return example
+
+    examples = examples.enumerate().filter(is_kept).map(drop_index)
+    examples = examples.apply(
+        tf.data.experimental.assert_cardinality(len(chosen)))
+    return examples, len(chosen)
+
+
+def _labels(tfds_split, data_dir):
+    """All `label_category` values of a split, in stored order."""
+    skip = tfds.decode.SkipDecoding()
+    examples = sources.load_tfds(_TFDS_NAME, tfds_split, data_dir,
+                                 decoders={"image": skip, "image2": skip})
+
+    def label(example):
+        return example["label_category"]
+
+    def concat(total, batch):
+        return tf.concat([total, batch], axis=0)
+
+    labels = examples.map(label).batch(65536).reduce(
+        tf.zeros((0,), tf.int64), concat)
+    return labels.numpy()
+
+
+def _stereo_pair(example):
+    return tf.concat([example["image"], example["image2"]], axis=-1)
+
+
+def _prepare(example, center_crop):
+    image = tf.cast(_stereo_pair(example), tf.float32)  # (96, 96, 2)
+    image = tf.image.resize(image, (_SCALE, _SCALE), method="bilinear")
+    if center_crop:
+        image = image[_CENTER:_CENTER + _PATCH, _CENTER:_CENTER + _PATCH]
+    label = tf.one_hot(example["label_category"], _NUM_CLASSES,
+                       dtype=tf.float32)
+    return image, label
+
+
+def _augment(batch, seed, std):
+    images, labels = batch  # images (batch, 64, 64, 2), raw units
+    batch_size = tf.shape(images)[0]
+    crop_seed, brightness_seed, contrast_seed = tf.unstack(
+        tf.random.experimental.stateless_split(seed, num=3))
+    offsets = tf.random.stateless_uniform(
+        [batch_size, 2], crop_seed, minval=0, maxval=_SCALE - _PATCH + 1,
+        dtype=tf.int32)
+    positions = tf.range(_PATCH)[None, :]
+    images = tf.gather(images, offsets[:, :1] + positions, axis=1,
+                       batch_dims=1)
+    images = tf.gather(images, offsets[:, 1:] + positions, axis=2,
+                       batch_dims=1)
+    # tf.image.random_brightness(max_delta=2.0) in standardised units,
+    # i.e. delta * std per channel in raw units.
+    delta = tf.random.stateless_uniform(
+        [batch_size, 1, 1, 1], brightness_seed, -_MAX_DELTA, _MAX_DELTA)
+    images = images + delta * std
+    # tf.image.random_contrast(0.5, 1.5): about each channel's mean.
+    factor = tf.random.stateless_uniform(
+        [batch_size, 1, 1, 1], contrast_seed, *_CONTRAST_RANGE)
+    mean = tf.reduce_mean(images, axis=(1, 2), keepdims=True)
+    return (images - mean) * factor + mean, labels
