@@ -1,0 +1,87 @@
+"""Exact-match accuracy of multi-digit images: ExactMatchAccuracy."""
+
+import keras
+from keras import ops
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.validation import check_positive_int
+
+
+@keras_caps_export("keras_caps.metrics.exact_match_accuracy")
+def exact_match_accuracy(y_true, y_pred, num_digits=2):
+    """Whether all digits of a multi-digit image are found (MultiMNIST).
+
+    1 when the `num_digits` highest scores are exactly the true classes,
+    else 0: Sabour et al.'s MultiMNIST criterion (both digits in the top 2).
+
+    Args:
+        y_true: Multi-hot targets of shape `(batch, num_classes)`, with
+            `num_digits` ones (distinct classes).
+        y_pred: Scores, e.g. capsule lengths, of shape
+            `(batch, num_classes)`.
+        num_digits: int. Digits per image. Defaults to `2`.
+
+    Returns:
+        float32 tensor of shape `(batch,)` of ones and zeros.
+
+    Example:
+
+    >>> keras_caps.metrics.exact_match_accuracy(
+    ...     np.array([[1.0, 1.0, 0.0]]), np.array([[0.9, 0.8, 0.1]])).tolist()
+    [1.0]
+    """
+    num_digits = check_positive_int("num_digits", num_digits)
+    y_pred = ops.convert_to_tensor(y_pred)
+    y_true = ops.convert_to_tensor(y_true)
+    matches = ops.sum(
+        _top_k_mask(y_true, num_digits) * _top_k_mask(y_pred, num_digits),
+        axis=-1)
+    return ops.cast(matches >= float(num_digits), "float32")
+
+
+@keras_caps_export("keras_caps.metrics.ExactMatchAccuracy")
+class ExactMatchAccuracy(keras.metrics.MeanMetricWrapper):
+    """Share of multi-digit images whose digits are all in the top scores.
+
+    An image counts as correct only when its `num_digits` true classes are
+    exactly its `num_digits` highest predicted scores (for MultiMNIST: both
+    digits in the top 2), as in Sabour et al.'s official evaluation (spec
+    §10.2). Report it labelled "exact-match accuracy", next to the official
+    per-digit `MultiDigitAccuracy` (spec D6); it is never higher.
+
+    Args:
+        num_digits: int. Digits per image. Defaults to `2`.
+        name: str. Defaults to `"exact_match_accuracy"`.
+        dtype: The dtype of the result. Defaults to `None` (float32).
+
+    Example:
+
+    >>> metric = keras_caps.metrics.ExactMatchAccuracy()
+    >>> metric.update_state(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]),
+    ...                     np.array([[0.9, 0.1, 0.8], [0.1, 0.7, 0.8]]))
+    >>> float(metric.result())
+    0.5
+
+    Reference:
+    - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
+    """
+
+    def __init__(self, num_digits=2, name="exact_match_accuracy",
+                 dtype=None):
+        num_digits = check_positive_int("num_digits", num_digits)
+        super().__init__(fn=exact_match_accuracy, name=name, dtype=dtype,
+                         num_digits=num_digits)
+        self.num_digits = num_digits
+        self._direction = "up"
+
+    def get_config(self):
+        return {"num_digits": self.num_digits, "name": self.name,
+                "dtype": self.dtype}
+
+
+def _top_k_mask(scores, k):
+    """1.0 at the `k` highest scores of each row, 0.0 elsewhere."""
+    num_classes = scores.shape[-1]
+    _, indices = ops.top_k(scores, k=k)
+    return ops.sum(ops.one_hot(indices, num_classes, dtype="float32"),
+                   axis=-2)
