@@ -14,7 +14,8 @@ from keras_caps.validation import check_positive_int
 @keras_caps_export("keras_caps.applications.EfficientCapsNet")
 def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
                      reconstruction=True, input_statistics=None,
-                     compile=True, optimizer="auto", name="efficient_capsnet"):
+                     compile=True, optimizer="auto", jit_compile=False,
+                     name="efficient_capsnet"):
     """Builds Efficient-CapsNet, compiled and ready for `model.fit`.
 
     The official architecture of Mazzia et al. (2021) for `dataset`: a
@@ -55,6 +56,10 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
             Defaults to `True`.
         optimizer: `"auto"` (Adam with the preset's learning rate, 5e-4) or
             a Keras optimizer.
+        jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
+            `False`: on CPUs, XLA made the training step about 3x slower
+            (`benchmarks/efficient_capsnet_benchmark.py`); measure before
+            turning it on for a GPU or TPU.
         name: str. Model name.
 
     Returns:
@@ -113,7 +118,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         model = keras.Model(images, lengths, name=name)
 
     if compile:
-        _compile(model, preset, reconstruction, optimizer)
+        _compile(model, preset, reconstruction, optimizer, jit_compile)
     return model
 
 
@@ -235,7 +240,7 @@ def _decoder(preset, input_shape, input_dim):
                                   num_objects=preset["num_objects"])
 
 
-def _compile(model, preset, reconstruction, optimizer):
+def _compile(model, preset, reconstruction, optimizer, jit_compile):
     if optimizer == "auto":
         optimizer = keras.optimizers.Adam(
             learning_rate=preset["learning_rate"])
@@ -252,10 +257,10 @@ def _compile(model, preset, reconstruction, optimizer):
             loss={"length": losses.MarginLoss(), "reconstruction": "mse"},
             loss_weights={"length": 1.0,
                           "reconstruction": preset["reconstruction_weight"]},
-            metrics={"length": accuracy})
+            metrics={"length": accuracy}, jit_compile=jit_compile)
     else:
         model.compile(optimizer=optimizer, loss=losses.MarginLoss(),
-                      metrics=accuracy)
+                      metrics=accuracy, jit_compile=jit_compile)
     # Creating the optimizer state now lets a freshly built model be saved
     # and reloaded before it has trained.
     model.optimizer.build(model.trainable_variables)

@@ -1,0 +1,245 @@
+"""Training and inference speed of EfficientCapsNet-MNIST, ours vs official.
+
+Usage:
+
+    python benchmarks/efficient_capsnet_benchmark.py [--rounds 3]
+
+Every measurement runs in its own subprocess (so peak memory is that
+configuration's own), and the implementations alternate inside each round so
+both see the same machine load. Reported numbers are medians over rounds of
+the median step time over timed steps after warm-up.
+
+"official" is a re-implementation of the official Efficient-CapsNet layers
+(EscVM/Efficient-CapsNet, utils/layers.py) in the same Keras 3: a grouped
+`Conv2D(groups=F)` for the primary capsules, `Reshape` and `Squash` layers
+created inside `call`, `tf.norm` squash, and the self-attention routing that
+builds the full N_in x N_in agreement matrix. Same architecture and the same
+161,824 trainable parameters without the decoder.
+
+The arithmetic of one training step is about 0.18 GFLOP per image; at the
+~100 GFLOP/s matrix throughput of a 2-core CPU of this kind the limit is near
+1.8 ms per image, and the table prints the fraction of that limit reached.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+TRAIN_GFLOP_PER_IMAGE = 0.18
+MACHINE_GFLOPS = 100.0
+
+
+def _official_style_model():
+    import keras
+    import tensorflow as tf
+
+    class Squash(keras.layers.Layer):
+        def call(self, s):
+            n = tf.norm(s, axis=-1, keepdims=True)
+            return (1 - 1 / (tf.math.exp(n) + 1e-20)) * (s / (n + 1e-20))
+
+    class PrimaryCaps(keras.layers.Layer):
+        def __init__(self, filters, kernel, num_capsules, dim, **kwargs):
+            super().__init__(**kwargs)
+            self.conv = keras.layers.Conv2D(filters, kernel, groups=filters)
+            self.num_capsules, self.dim = num_capsules, dim
+
+        def build(self, input_shape):
+            self.conv.build(input_shape)
+
+        def call(self, inputs):
+            x = self.conv(inputs)
+            x = keras.layers.Reshape((self.num_capsules, self.dim))(x)
+            return Squash()(x)
+
+        def compute_output_shape(self, input_shape):
+            return (input_shape[0], self.num_capsules, self.dim)
+
+    class FCCaps(keras.layers.Layer):
+        def __init__(self, num_capsules, dim, **kwargs):
+            super().__init__(**kwargs)
+            self.num_capsules, self.dim = num_capsules, dim
+
+        def build(self, input_shape):
+            n_in, d_in = input_shape[-2], input_shape[-1]
+            self.W = self.add_weight(
+                shape=(self.num_capsules, n_in, d_in, self.dim),
+                initializer="he_normal", name="W")
+            self.b = self.add_weight(shape=(self.num_capsules, n_in, 1),
+                                     initializer="zeros", name="b")
+
+        def call(self, inputs):
+            u = tf.einsum("...ji,kjiz->...kjz", inputs, self.W)
+            c = tf.einsum("...ij,...kj->...i", u, u)[..., None]
+            c = c / tf.sqrt(tf.cast(self.dim, tf.float32))
+            c = tf.nn.softmax(c, axis=1) + self.b
+            s = tf.reduce_sum(u * c, axis=-2)
+            return Squash()(s)
+
+        def compute_output_shape(self, input_shape):
+            return (input_shape[0], self.num_capsules, self.dim)
+
+    class Length(keras.layers.Layer):
+        def call(self, inputs):
+            return tf.sqrt(tf.reduce_sum(tf.square(inputs), -1) + 1e-7)
+
+        def compute_output_shape(self, input_shape):
+            return input_shape[:-1]
+
+    class Mask(keras.layers.Layer):
+        def call(self, inputs):
+            capsules, mask = inputs
+            return tf.reshape(capsules * mask[..., None], (-1, 160))
+
+        def compute_output_shape(self, input_shape):
+            return (input_shape[0][0], 160)
+
+    images = keras.Input((28, 28, 1), name="image")
+    labels = keras.Input((10,), name="label")
+    x = keras.layers.Rescaling(1 / 255)(images)
+    for filters, kernel, strides in ((32, 5, 1), (64, 3, 1), (64, 3, 1),
+                                     (128, 3, 2)):
+        x = keras.layers.Conv2D(filters, kernel, strides, activation="relu",
+                                kernel_initializer="he_normal")(x)
+        x = keras.layers.BatchNormalization()(x)
+    x = PrimaryCaps(128, 9, 16, 8)(x)
+    digit_caps = FCCaps(10, 16, name="digit_caps")(x)
+    lengths = Length(name="length")(digit_caps)
+    masked = Mask()([digit_caps, labels])
+    decoder = keras.Sequential([
+        keras.Input((160,)),
+        keras.layers.Dense(512, activation="relu"),
+        keras.layers.Dense(1024, activation="relu"),
+        keras.layers.Dense(784, activation="sigmoid"),
+        keras.layers.Reshape((28, 28, 1)),
+    ], name="decoder")
+    return keras.Model({"image": images, "label": labels},
+                       {"length": lengths, "reconstruction": decoder(masked)})
+
+
+def _build(implementation):
+    import keras
+
+    import keras_caps
+
+    if implementation == "keras_caps":
+        return keras_caps.applications.EfficientCapsNet("mnist")
+    model = _official_style_model()
+    model.compile(
+        optimizer=keras.optimizers.Adam(5e-4),
+        loss={"length": keras_caps.losses.MarginLoss(),
+              "reconstruction": "mse"},
+        loss_weights={"length": 1.0, "reconstruction": 0.392},
+        metrics={"length": ["accuracy"]}, jit_compile=False)
+    return model
+
+
+def _worker(implementation, mode, batch_size, steps):
+    """Runs one measurement; prints one JSON line."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    model = _build(implementation)
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 255, (batch_size, 28, 28, 1)).astype("float32")
+    labels = np.eye(10, dtype="float32")[rng.integers(0, 10, batch_size)]
+    times = []
+    if mode == "train":
+        data = tf.data.Dataset.from_tensors(
+            ({"image": images, "label": labels},
+             {"length": labels, "reconstruction": images / 255})).repeat()
+
+        class StepTimer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.start = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.start)
+
+        model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0,
+                  callbacks=[StepTimer()])
+    else:
+        from keras_caps.applications import inference_model
+
+        inference = inference_model(model)
+        predict = tf.function(lambda x: inference(x, training=False))
+        for _ in range(steps):
+            start = time.perf_counter()
+            predict(images).numpy()
+            times.append(time.perf_counter() - start)
+    warmup = max(5, steps // 4)
+    step_seconds = statistics.median(times[warmup:])
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"step_ms": 1000 * step_seconds,
+                      "images_per_second": batch_size / step_seconds,
+                      "peak_mib": peak_mib}))
+
+
+def _measure(implementation, mode, batch_size, steps):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, __file__, "--worker", implementation, mode,
+         str(batch_size), str(steps)],
+        capture_output=True, text=True, env=env, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--worker", nargs=4, default=None,
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        implementation, mode, batch_size, steps = args.worker
+        _worker(implementation, mode, int(batch_size), int(steps))
+        return
+
+    configurations = [("train", 16), ("train", 64), ("train", 128),
+                      ("inference", 16), ("inference", 128),
+                      ("inference", 256)]
+    implementations = ("keras_caps", "official")
+    results = {}
+    for round_index in range(args.rounds):
+        for mode, batch_size in configurations:
+            for implementation in (implementations if round_index % 2 == 0
+                                   else implementations[::-1]):
+                results.setdefault((implementation, mode, batch_size),
+                                   []).append(_measure(
+                                       implementation, mode, batch_size,
+                                       args.steps))
+
+    print(f"EfficientCapsNet-MNIST, {os.cpu_count()} CPU cores, medians of "
+          f"{args.rounds} rounds x {args.steps} steps\n")
+    header = (f"{'mode':<10}{'batch':>6}{'ours ms':>10}{'ours img/s':>12}"
+              f"{'official ms':>13}{'speedup':>9}{'ours MiB':>10}"
+              f"{'official MiB':>14}{'of limit':>10}")
+    print(header)
+    print("-" * len(header))
+    for mode, batch_size in configurations:
+        ours = results[("keras_caps", mode, batch_size)]
+        official = results[("official", mode, batch_size)]
+        ours_ms = statistics.median(r["step_ms"] for r in ours)
+        official_ms = statistics.median(r["step_ms"] for r in official)
+        limit = ""
+        if mode == "train":
+            limit_ms = (1000 * batch_size * TRAIN_GFLOP_PER_IMAGE
+                        / MACHINE_GFLOPS)
+            limit = f"{limit_ms / ours_ms:.0%}"
+        print(f"{mode:<10}{batch_size:>6}{ours_ms:>10.1f}"
+              f"{1000 * batch_size / ours_ms:>12.0f}{official_ms:>13.1f}"
+              f"{official_ms / ours_ms:>8.2f}x"
+              f"{statistics.median(r['peak_mib'] for r in ours):>10.0f}"
+              f"{statistics.median(r['peak_mib'] for r in official):>14.0f}"
+              f"{limit:>10}")
+
+
+if __name__ == "__main__":
+    main()

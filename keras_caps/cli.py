@@ -1,0 +1,167 @@
+"""The `keras-caps` command: train, evaluate and export capsule networks.
+
+Examples:
+
+    keras-caps train --dataset mnist --data-dir ../shared/data/mnist
+    keras-caps evaluate --model-path runs/efficient_capsnet_mnist/model.keras \
+        --dataset mnist --data-dir ../shared/data/mnist
+    keras-caps export --model-path runs/efficient_capsnet_mnist/model.keras \
+        --export-dir exported/mnist
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def build_parser():
+    from keras_caps.datasets import DATASETS
+    from keras_caps.training import MODELS
+    from keras_caps.training import PRECISIONS
+    from keras_caps.training import STRATEGIES
+
+    parser = argparse.ArgumentParser(
+        prog="keras-caps",
+        description="Train, evaluate and export capsule networks.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser(
+        "train", help="Train a model, select it on validation data, test "
+        "it, save it and export it.")
+    train.add_argument("--model", default="efficient_capsnet",
+                       choices=sorted(MODELS))
+    train.add_argument("--dataset", default="mnist", choices=sorted(DATASETS))
+    train.add_argument("--epochs", type=_positive_int, default=None,
+                       help="Defaults to the paper's (150).")
+    train.add_argument("--batch-size", type=_positive_int, default=None,
+                       help="Global batch size. Defaults to the paper's "
+                       "(16).")
+    train.add_argument("--steps-per-epoch", type=_positive_int, default=None,
+                       help="Limit each epoch to this many steps.")
+    train.add_argument("--precision", default="float32", choices=PRECISIONS)
+    train.add_argument("--strategy", default="auto", choices=STRATEGIES,
+                       help="auto: a TPU, else several GPUs, else one "
+                       "device.")
+    _add_data_arguments(train)
+    train.add_argument("--output-dir", default=None,
+                       help="Defaults to runs/<model>_<dataset>.")
+    train.add_argument("--seed", type=int, default=42)
+    train.add_argument("--validation", default="holdout",
+                       choices=("holdout", "test"),
+                       help="holdout: select the model on 10%% of the "
+                       "training data (default); test: the official "
+                       "protocol, test set as validation.")
+    train.add_argument("--no-reconstruction", dest="reconstruction",
+                       action="store_false",
+                       help="Train without the decoder.")
+    train.add_argument("--deterministic", action="store_true",
+                       help="Enable TensorFlow op determinism.")
+    train.add_argument("--backup-frequency", type=_positive_int, default=500,
+                       help="Steps between crash-recovery backups.")
+
+    evaluate = commands.add_parser(
+        "evaluate", help="Evaluate a saved .keras model on the test split.")
+    evaluate.add_argument("--model-path", required=True)
+    evaluate.add_argument("--dataset", default="mnist",
+                          choices=sorted(DATASETS))
+    evaluate.add_argument("--batch-size", type=_positive_int, default=16)
+    _add_data_arguments(evaluate)
+    evaluate.add_argument("--seed", type=int, default=42)
+    evaluate.add_argument("--output", default=None,
+                          help="Also write the metrics to this JSON file.")
+
+    export = commands.add_parser(
+        "export", help="Export a saved .keras model as a SavedModel that "
+        "serves raw images.")
+    export.add_argument("--model-path", required=True)
+    export.add_argument("--export-dir", required=True)
+    export.add_argument("--reconstruction", action="store_true",
+                        help="Also serve the reconstruction.")
+    return parser
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"keras-caps {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    from keras_caps import training
+
+    options = {}
+    if getattr(args, "partners_per_digit", None) is not None:
+        options["partners_per_digit"] = args.partners_per_digit
+    if args.command == "train":
+        output_dir = args.output_dir or os.path.join(
+            "runs", f"{args.model}_{args.dataset}")
+        record = training.train(
+            args.model, args.dataset, output_dir=output_dir,
+            epochs=args.epochs, batch_size=args.batch_size,
+            precision=args.precision, strategy=args.strategy,
+            data_dir=args.data_dir, seed=args.seed,
+            validation=args.validation, reconstruction=args.reconstruction,
+            deterministic=args.deterministic,
+            steps_per_epoch=args.steps_per_epoch,
+            backup_frequency=args.backup_frequency,
+            dataset_options=options)
+        print(json.dumps(record, indent=2, sort_keys=True))
+        print(f"Saved model, export and metrics under {output_dir}")
+    elif args.command == "evaluate":
+        record = training.evaluate(
+            args.model_path, args.dataset, batch_size=args.batch_size,
+            data_dir=args.data_dir, seed=args.seed, dataset_options=options)
+        if args.output:
+            from keras_caps.training.atomic_files import (
+                write_json_atomically,
+            )
+
+            write_json_atomically(args.output, record)
+        print(json.dumps(record, indent=2, sort_keys=True))
+    else:
+        import keras
+
+        from keras_caps.export import export_inference_model
+
+        if not os.path.exists(args.model_path):
+            raise ValueError("No model at `--model-path`. Received: "
+                             f"{args.model_path!r}")
+        export_inference_model(keras.saving.load_model(args.model_path),
+                               args.export_dir,
+                               reconstruction=args.reconstruction)
+        print(f"Exported the inference model to {args.export_dir}")
+    return 0
+
+
+def _add_data_arguments(parser):
+    parser.add_argument("--data-dir", default=None,
+                        help="Folder with the raw dataset files (for MNIST "
+                        "the four IDX .gz files). Defaults to "
+                        "$KERAS_CAPS_DATA_DIR, then TFDS.")
+    parser.add_argument("--partners-per-digit", type=_positive_int,
+                        default=None,
+                        help="MultiMNIST test partners per digit (1000).")
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer, received {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer, received {text!r}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Writes that never leave a half-written file behind.
+
+Each writes to a temporary name in the destination folder and renames it
+into place (`os.replace` is atomic on POSIX and Windows), so a process
+killed mid-write leaves either the old file or the new one.
+"""
+
+import json
+import os
+
+
+def save_model_atomically(model, path):
+    """`model.save(path)` through a temporary file in the same folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(
+        folder, f".tmp-{os.getpid()}-{os.path.basename(path)}")
+    model.save(temporary)
+    os.replace(temporary, path)
+
+
+def write_json_atomically(path, record):
+    """Writes `record` as JSON to `path` through a temporary file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(
+        folder, f".tmp-{os.getpid()}-{os.path.basename(path)}")
+    with open(temporary, "w") as file:
+        json.dump(record, file, indent=2, sort_keys=True)
+    os.replace(temporary, path)

@@ -1,0 +1,227 @@
+"""The training recipe behind `keras-caps train` and `keras-caps evaluate`.
+
+One run writes, under its output folder:
+
+- `backup/`: `BackupAndRestore` state while training (deleted at the end);
+  running the same command again after a crash resumes from it;
+- `checkpoints/best.keras` (+ `.json`): the best model on the validation
+  metric, written atomically;
+- `history.csv` and `logs/` (TensorBoard);
+- `model.keras`: the selected (best-on-validation) model;
+- `export/`: the SavedModel of the inference graph, raw images in;
+- `metrics.json`: test metrics labelled with protocol, hardware, precision
+  and epochs.
+"""
+
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+
+import keras
+import tensorflow as tf
+
+from keras_caps import applications
+from keras_caps import datasets
+from keras_caps.applications.efficient_capsnet import get_preset
+from keras_caps.applications.efficient_capsnet import learning_rate_schedule
+from keras_caps.export import export_inference_model
+from keras_caps.training.best_checkpoint import BestCheckpoint
+from keras_caps.training.atomic_files import save_model_atomically
+from keras_caps.training.atomic_files import write_json_atomically
+from keras_caps.training.strategy import get_strategy
+from keras_caps.training.strategy import is_chief
+
+MODELS = {"efficient_capsnet": applications.EfficientCapsNet}
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PROTOCOLS = {
+    "holdout": "holdout (model selected on 10% of the training data)",
+    "test": "test-as-validation (official)",
+}
+
+
+def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
+          epochs=None, batch_size=None, precision="float32", strategy="auto",
+          data_dir=None, seed=42, validation="holdout", reconstruction=True,
+          deterministic=False, steps_per_epoch=None, backup_frequency=500,
+          verbose="auto", dataset_options=None):
+    """Trains, selects on validation, tests, saves and exports one model.
+
+    Args:
+        model: str. A key of `MODELS`.
+        dataset: str. A key of `keras_caps.datasets.DATASETS`.
+        output_dir: str. Folder for checkpoints, logs, model and export.
+        epochs: int. Defaults to the preset's (150).
+        batch_size: int. The global batch size. Defaults to the preset's
+            (16).
+        precision: str. `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`.
+        strategy: str. See `keras_caps.training.strategy.get_strategy`.
+        data_dir: str. Folder with the raw dataset files; `None` uses
+            `KERAS_CAPS_DATA_DIR` or TFDS.
+        seed: int. Seeds weights, shuffling, augmentation and splits.
+        validation: str. `"holdout"` (select on held-out training data) or
+            `"test"` (the official protocol).
+        reconstruction: bool. Train with the decoder.
+        deterministic: bool. Enable TensorFlow op determinism.
+        steps_per_epoch: int. Limit the steps of each epoch (short runs).
+        backup_frequency: int. Steps between crash-recovery backups.
+        verbose: Keras `fit` verbosity.
+        dataset_options: dict of extra loader options (e.g. MultiMNIST's
+            `partners_per_digit`).
+
+    Returns:
+        The metrics record written to `metrics.json`.
+    """
+    builder = _check_choice("model", model, MODELS)
+    _check_choice("dataset", dataset, datasets.DATASETS)
+    _check_choice("precision", precision, PRECISIONS)
+    _check_choice("validation", validation, PROTOCOLS)
+    preset = get_preset(dataset)
+    epochs = preset["epochs"] if epochs is None else epochs
+    batch_size = preset["batch_size"] if batch_size is None else batch_size
+    dataset_options = dict(dataset_options or {})
+
+    keras.utils.set_random_seed(seed)
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(precision)
+    try:
+        distribution = get_strategy(strategy)
+        chief = is_chief(distribution)
+        splits = {
+            split: datasets.load(
+                dataset, split, batch_size=batch_size, data_dir=data_dir,
+                seed=seed, validation=validation,
+                reconstruction=reconstruction, **dataset_options)
+            for split in ("train", "validation", "test")
+        }
+        builder_kwargs = {"reconstruction": reconstruction}
+        if preset["input_scaling"] == "standardize":
+            builder_kwargs["input_statistics"] = (
+                datasets.smallnorb.training_statistics(
+                    data_dir=data_dir, seed=seed, validation=validation))
+        with distribution.scope():
+            network = builder(dataset, **builder_kwargs)
+        _check_labels_match(network, splits["train"])
+
+        work_dir = output_dir if chief else tempfile.mkdtemp()
+        best_path = os.path.join(work_dir, "checkpoints", "best.keras")
+        checkpoint = BestCheckpoint(best_path)
+        callbacks = [
+            keras.callbacks.BackupAndRestore(
+                os.path.join(work_dir, "backup"),
+                save_freq=backup_frequency, double_checkpoint=True),
+            keras.callbacks.LearningRateScheduler(
+                learning_rate_schedule(dataset)),
+            checkpoint,
+            keras.callbacks.CSVLogger(os.path.join(work_dir, "history.csv"),
+                                      append=True),
+            keras.callbacks.TensorBoard(os.path.join(work_dir, "logs")),
+        ]
+        os.makedirs(work_dir, exist_ok=True)
+        start = time.time()
+        network.fit(splits["train"], validation_data=splits["validation"],
+                    epochs=epochs, steps_per_epoch=steps_per_epoch,
+                    callbacks=callbacks, verbose=verbose)
+        train_seconds = time.time() - start
+
+        if os.path.exists(best_path):
+            network.load_weights(best_path)
+        test_metrics = network.evaluate(splits["test"], return_dict=True,
+                                        verbose=0)
+        record = {
+            "model": model,
+            "dataset": dataset,
+            "protocol": PROTOCOLS[validation],
+            "epochs": epochs,
+            "steps_per_epoch": steps_per_epoch,
+            "selected_epoch": (None if checkpoint.best_epoch is None
+                               else checkpoint.best_epoch + 1),
+            "monitor": checkpoint.monitor,
+            "best_validation": checkpoint.best,
+            "batch_size": batch_size,
+            "precision": precision,
+            "strategy": type(distribution).__name__,
+            "num_replicas": distribution.num_replicas_in_sync,
+            "seed": seed,
+            "train_seconds_this_run": round(train_seconds, 1),
+            "hardware": describe_hardware(),
+            "versions": {"keras": keras.__version__,
+                         "tensorflow": tf.__version__},
+            "test": {key: float(value) for key, value in
+                     test_metrics.items()},
+        }
+        if chief:
+            save_model_atomically(network, os.path.join(output_dir, "model.keras"))
+            export_inference_model(network,
+                                   os.path.join(output_dir, "export"),
+                                   reconstruction=reconstruction)
+            write_json_atomically(os.path.join(output_dir, "metrics.json"),
+                               record)
+        logging.info("Test metrics: %s", json.dumps(record["test"]))
+        return record
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+
+
+def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
+             dataset_options=None):
+    """Evaluates a saved `.keras` model on the test split of `dataset`."""
+    _check_choice("dataset", dataset, datasets.DATASETS)
+    if not os.path.exists(model_path):
+        raise ValueError(f"No model at `model_path`. Received: "
+                         f"model_path={model_path!r}")
+    network = keras.saving.load_model(model_path)
+    names = {layer.name for layer in network.layers}
+    test = datasets.load(dataset, "test", batch_size=batch_size,
+                         data_dir=data_dir, seed=seed,
+                         reconstruction="label" in names,
+                         **(dataset_options or {}))
+    _check_labels_match(network, test)
+    metrics = network.evaluate(test, return_dict=True, verbose=0)
+    return {"model_path": os.path.abspath(model_path), "dataset": dataset,
+            "hardware": describe_hardware(),
+            "test": {key: float(value) for key, value in metrics.items()}}
+
+
+def describe_hardware():
+    """A short description of the devices TensorFlow trains on."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        names = [tf.config.experimental.get_device_details(gpu).get(
+            "device_name", gpu.name) for gpu in gpus]
+        return f"{len(gpus)} GPU(s): {', '.join(names)}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"CPU: {cpu}, {os.cpu_count()} cores"
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(
+            f"Unknown `{name}`. Expected one of {sorted(choices)}. "
+            f"Received: {name}={value!r}")
+    return choices[value] if isinstance(choices, dict) else value
+
+
+def _check_labels_match(network, dataset):
+    """Raises when the dataset's label depth differs from the model's."""
+    spec = dataset.element_spec
+    inputs = spec[0]
+    labels = inputs["label"] if isinstance(inputs, dict) else spec[1]
+    model_classes = keras.tree.flatten(network.output)[0].shape[-1]
+    if labels.shape[-1] != model_classes:
+        raise ValueError(
+            f"The dataset has {labels.shape[-1]} classes but the model "
+            f"outputs {model_classes} class scores. Received: labels of "
+            f"shape {tuple(labels.shape)}")
