@@ -1,5 +1,7 @@
 """Test helpers for capsule layers, losses and models."""
 
+from keras_caps.testing.idx_files import synthetic_digits
+from keras_caps.testing.idx_files import write_idx_dataset
 from keras_caps.testing.test_case import TestCase
 from keras_caps.testing.test_case import function_gradients
 from keras_caps.testing.test_case import value_and_gradients

@@ -125,7 +125,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         start = time.time()
         network.fit(splits["train"], validation_data=splits["validation"],
                     epochs=epochs, steps_per_epoch=steps_per_epoch,
-                    callbacks=callbacks, verbose=verbose)
+                    callbacks=callbacks, verbose=verbose,
+                    shuffle=False)  # The pipeline shuffles each epoch.
         train_seconds = time.time() - start
 
         if os.path.exists(best_path):

@@ -1,0 +1,171 @@
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from keras_caps import training
+from keras_caps.testing import TestCase
+from keras_caps.testing import synthetic_digits
+from keras_caps.testing import write_idx_dataset
+from keras_caps.training import BestCheckpoint
+
+
+def _tiny_mnist(folder, num_train=200, num_test=40):
+    return write_idx_dataset(folder, synthetic_digits(num_train, seed=0),
+                             synthetic_digits(num_test, seed=1))
+
+
+def _history_epochs(output_dir):
+    with open(os.path.join(output_dir, "history.csv")) as file:
+        return [int(row["epoch"]) for row in csv.DictReader(file)]
+
+
+class TrainTest(TestCase):
+    def test_train_writes_everything_labelled(self):
+        data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"))
+        output_dir = os.path.join(self.get_temp_dir(), "run")
+        record = training.train(
+            "efficient_capsnet", "mnist", output_dir=output_dir, epochs=2,
+            batch_size=16, data_dir=data_dir, verbose=0)
+        for name in ("model.keras", "metrics.json", "history.csv",
+                     "checkpoints/best.keras", "export/saved_model.pb"):
+            self.assertTrue(os.path.exists(os.path.join(output_dir, name)),
+                            name)
+        self.assertFalse(os.path.exists(os.path.join(output_dir, "backup")))
+        self.assertEqual(_history_epochs(output_dir), [0, 1])
+        with open(os.path.join(output_dir, "metrics.json")) as file:
+            written = json.load(file)
+        self.assertEqual(written, json.loads(json.dumps(record)))
+        self.assertEqual(record["monitor"], "val_length_accuracy")
+        self.assertIn(record["selected_epoch"], (1, 2))
+        self.assertEqual(record["protocol"],
+                         "holdout (model selected on 10% of the training "
+                         "data)")
+        self.assertEqual(record["epochs"], 2)
+        self.assertIn("CPU", record["hardware"])
+        self.assertIn("length_accuracy", record["test"])
+        leftovers = [name for name in os.listdir(output_dir)
+                     if name.startswith(".")]
+        self.assertEqual(leftovers, [])
+        # The saved model is the selected (best-on-validation) one.
+        model = keras.saving.load_model(os.path.join(output_dir,
+                                                     "model.keras"))
+        best = keras.saving.load_model(
+            os.path.join(output_dir, "checkpoints", "best.keras"))
+        for a, b in zip(model.weights, best.weights):
+            self.assertAllClose(a, b)
+
+    def test_bad_names(self):
+        with self.assertRaisesRegex(ValueError, "Unknown `dataset`.*cifar"):
+            training.train(dataset="cifar", output_dir="unused")
+        with self.assertRaisesRegex(ValueError, "Unknown `precision`"):
+            training.train(precision="float8", output_dir="unused")
+        with self.assertRaisesRegex(ValueError, "Unknown `validation`"):
+            training.train(validation="train", output_dir="unused")
+
+
+class BestCheckpointTest(TestCase):
+    def test_missing_monitor_key_raises_listing_keys(self):
+        callback = BestCheckpoint(os.path.join(self.get_temp_dir(),
+                                               "best.keras"),
+                                  monitor="val_Efficient_CapsNet_accuracy")
+        with self.assertRaisesRegex(
+                ValueError, "val_Efficient_CapsNet_accuracy.*Available keys: "
+                "\\['loss', 'val_length_multi_digit_accuracy'\\]"):
+            callback.on_epoch_end(0, {"loss": 1.0,
+                                      "val_length_multi_digit_accuracy": 0.5})
+
+    def test_auto_monitor_without_validation_raises(self):
+        callback = BestCheckpoint(os.path.join(self.get_temp_dir(),
+                                               "best.keras"))
+        with self.assertRaisesRegex(ValueError, "No validation accuracy"):
+            callback.on_epoch_end(0, {"loss": 1.0, "accuracy": 0.5})
+
+    def test_keeps_best_and_resumes_its_state(self):
+        path = os.path.join(self.get_temp_dir(), "best.keras")
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        callback = BestCheckpoint(path)
+        callback.set_model(model)
+        callback.on_epoch_end(0, {"val_accuracy": 0.5})
+        callback.on_epoch_end(1, {"val_accuracy": 0.4})
+        self.assertEqual((callback.best, callback.best_epoch), (0.5, 0))
+        resumed = BestCheckpoint(path)
+        resumed.set_model(model)
+        resumed.on_train_begin()
+        self.assertEqual((resumed.best, resumed.best_epoch), (0.5, 0))
+        resumed.on_epoch_end(2, {"val_accuracy": 0.45})
+        self.assertEqual(resumed.best_epoch, 0)
+
+
+def test_killed_run_resumes_without_repeating_epochs(tmp_path):
+    data_dir = _tiny_mnist(str(tmp_path / "mnist"), num_train=320)
+    output_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "keras_caps.cli", "train",
+               "--dataset", "mnist", "--data-dir", data_dir,
+               "--output-dir", str(output_dir), "--epochs", "3",
+               "--batch-size", "16", "--backup-frequency", "3"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    history = output_dir / "history.csv"
+    backup = output_dir / "backup" / "training_metadata.json"
+    deadline = time.time() + 300
+    # Kill mid-epoch: after the first epoch ended and a backup inside the
+    # second epoch was written.
+    while time.time() < deadline:
+        if (history.exists() and len(history.read_text().splitlines()) >= 2
+                and backup.exists()
+                and json.loads(backup.read_text())["epoch"] == 1):
+            break
+        if process.poll() is not None:
+            pytest.fail("training ended before it could be killed")
+        time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail("no backup appeared within 5 minutes")
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (output_dir / "model.keras").exists()
+    assert _history_epochs(output_dir) == [0]
+
+    subprocess.run(command, env=env, check=True, timeout=600,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert _history_epochs(output_dir) == [0, 1, 2]
+    record = json.loads((output_dir / "metrics.json").read_text())
+    assert record["epochs"] == 3
+    assert (output_dir / "model.keras").exists()
+    assert not (output_dir / "backup").exists()
+
+
+def test_command_without_data_fails_fast(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERAS_CAPS_DATA_DIR", raising=False)
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "no_tfds"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    start = time.time()
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_caps.cli", "train", "--dataset",
+         "mnist", "--output-dir", str(tmp_path / "run")],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "--data-dir" in result.stderr
+    assert "KERAS_CAPS_DATA_DIR" in result.stderr
+    assert time.time() - start < 60
+    assert not (tmp_path / "run" / "model.keras").exists()
+
+
+@pytest.mark.skipif(not os.environ.get("KERAS_CAPS_DATA_DIR"),
+                    reason="needs the real MNIST files in KERAS_CAPS_DATA_DIR")
+def test_short_real_mnist_run_reaches_97_percent(tmp_path):
+    """CI's accuracy check: a few minutes of training on real MNIST."""
+    record = training.train(
+        "efficient_capsnet", "mnist", output_dir=str(tmp_path / "run"),
+        epochs=1, batch_size=32, steps_per_epoch=1000, verbose=0)
+    assert record["test"]["length_accuracy"] >= 0.97, record
+    assert np.isfinite(record["test"]["loss"])
