@@ -1,0 +1,67 @@
+import dataclasses
+
+import numpy as np
+import pytest
+
+import keras_caps.datasets
+from keras_caps.datasets import DATASETS
+from keras_caps.datasets import DatasetInfo
+from keras_caps.datasets import load
+from tests.datasets import fixtures
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("digits")
+    fixtures.write_idx_dataset(folder, num_train=100, num_test=30)
+    return str(folder)
+
+
+def test_datasets_presets():
+    assert sorted(DATASETS) == ["fashion_mnist", "mnist", "multi_mnist",
+                                "smallnorb"]
+    assert DATASETS["mnist"] == DatasetInfo((28, 28, 1), 10, 60000, 6000,
+                                            10000)
+    assert DATASETS["smallnorb"].input_shape == (48, 48, 2)
+    assert DATASETS["smallnorb"].num_classes == 5
+    assert DATASETS["smallnorb"].num_validation == 2430
+    assert DATASETS["multi_mnist"].input_shape == (36, 36, 1)
+    for info in DATASETS.values():
+        assert info.num_validation * 10 == info.num_train
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DATASETS["mnist"].num_classes = 3
+
+
+def test_unknown_dataset_lists_the_valid_ones():
+    with pytest.raises(ValueError) as error:
+        load("cifar10", "train", batch_size=8)
+    for name in DATASETS:
+        assert name in str(error.value)
+    assert "cifar10" in str(error.value)
+
+
+def test_unknown_option(data_dir):
+    with pytest.raises(ValueError, match="partners_per_digit"):
+        load("mnist", "train", batch_size=8, data_dir=data_dir,
+             partners_per_digit=3)
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist",
+                                     "multi_mnist"])
+def test_dispatch_matches_the_presets(data_dir, dataset):
+    info = DATASETS[dataset]
+    ds = load(dataset, "train", batch_size=4, data_dir=data_dir,
+              pairs_per_epoch=8) if dataset == "multi_mnist" else load(
+                  dataset, "train", batch_size=4, data_dir=data_dir)
+    inputs, targets = ds.element_spec
+    assert tuple(inputs["image"].shape) == (4, *info.input_shape)
+    assert targets["length"].shape[-1] == info.num_classes
+
+
+def test_same_as_the_module_loader(data_dir):
+    from_load = next(load("mnist", "train", batch_size=4, data_dir=data_dir,
+                          seed=5).as_numpy_iterator())
+    direct = next(keras_caps.datasets.mnist.load(
+        "train", batch_size=4, data_dir=data_dir, seed=5).as_numpy_iterator())
+    np.testing.assert_array_equal(from_load[0]["image"],
+                                  direct[0]["image"])
