@@ -5,3 +5,4 @@ from keras_caps.layers.fc_caps import FCCaps
 from keras_caps.layers.length import Length
 from keras_caps.layers.mask import Mask
 from keras_caps.layers.primary_caps import PrimaryCaps
+from keras_caps.layers.vector_routing import VectorRouting

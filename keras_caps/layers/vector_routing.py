@@ -1,0 +1,463 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.validation import check_positive_int
+
+_HALF_PRECISION = ("float16", "bfloat16")
+_LAYER_NORM_EPSILON = 1e-5
+
+
+@keras_caps_export("keras_caps.layers.VectorRouting")
+class VectorRouting(keras.layers.Layer):
+    """Heinsen's routing of a sequence of vectors to a set of output vectors.
+
+    Each input vector `i` has a share `g_i = sigmoid(a_i)` of data it may
+    contribute at all. Every output `j` proposes a vote `V[i, j]` for each
+    input and tries to predict the inputs from its own state; the inputs
+    then split their share between the outputs that predict them best. The
+    credit `phi[i, j]` that output `j` gives input `i` is its net benefit of
+    using the data minus its net cost of ignoring it, and the outputs are
+    the credit-weighted sums of the votes:
+
+    ```
+    x~    = x / sqrt(m)                    # m: number of present inputs
+    a     = sum_d x~[i, d] * W_A[i, d] + B_A[i]
+    g     = sigmoid(a)                     # zero where i may not route to j
+    for t in 1..num_iterations:
+      E:  R = uniform over allowed j                          if t == 1
+          x^   = (N(x_out) @ W_G1) * W_G2 + B_G2              (n_out, d_in)
+          S    = log_sigmoid((x @ x^.T) * W_S + B_S)          (n, n_out)
+          R    = softmax over allowed j of S                  if t > 1
+      D:  D_use = g * R;  D_ign = g - D_use
+      M:  phi   = beta_use * D_use - beta_ign * D_ign         (n, n_out)
+          V[i, j] = (x~[i] * W_F1[j]) @ W_F2 + B_F2[j]
+          x_out[j] = sum_i phi[i, j] * V[i, j]
+    x_out = N(x_out) if normalize      # N: LayerNorm, no affine, eps 1e-5
+    ```
+
+    `D_use + D_ign + (1 - g) = 1` for every pair: each input's data is
+    either used, ignored or unusable.
+
+    With `memory_efficient=True` (the default) the `(n, n_out, d_out)` vote
+    tensor is never built: because the votes are linear in `x~`, the
+    M-step contracts over the inputs first,
+
+    ```
+    x_out = ((phi.T @ x~) * W_F1) @ W_F2 + sum_i(phi)[:, None] * B_F2
+    ```
+
+    so memory is linear in the number of inputs, outputs and their sizes.
+    `memory_efficient=False` computes and keeps the vote tensor once before
+    the loop, as written in Algorithm 1; it gives the same results and is
+    meant for checking.
+
+    **Variable length.** With `num_inputs=None` the input count may differ
+    between calls (and be unknown in the graph): the per-position weights
+    `W_A, B_A, W_S, B_S` become one row shared by all positions, and
+    `beta_use`, `beta_ign` are computed from the inputs by two dense maps
+    (`d_in -> num_capsules`), so positions should be embedded in the inputs.
+
+    **Masks.** `routing_mask[..., i, j] = True` allows input `i` to route to
+    output `j` (the opposite polarity of the reference's mask, where True
+    means "ignored": pass `~reference_mask`). The Keras padding mask `mask`
+    (True = present) removes padded inputs entirely: they get `g = 0`, so
+    `phi = 0`, and `m` counts the present inputs of each example, so results
+    do not change with extra padding. A disallowed pair gets `g = 0` and
+    `R = 0`; an input with no allowed output gets `phi = 0` everywhere
+    (the reference returns NaN for every output in that case), and a fully
+    masked example gives finite outputs (zeros before normalisation). The
+    masked softmax is exact: it needs no large negative constants.
+
+    Weights (paper symbol: attribute, shape; `n` is `num_inputs`, or 1 when
+    it is `None`):
+
+    - `W_A, B_A`: `score_kernel (n, d_in)`, `score_bias (n,)`.
+    - `W_F1`: `vote_scale (num_capsules, d_in)`; `W_F2`: `vote_kernel
+      (d_in, capsule_dim)`; `B_F2`: `vote_bias (num_capsules, capsule_dim)`.
+    - `W_G1`: `prediction_kernel (capsule_dim, d_in)`; `W_G2, B_G2`:
+      `prediction_scale`, `prediction_bias`, `(num_capsules, d_in)` each.
+    - `W_S, B_S`: `similarity_scale`, `similarity_bias`, `(n, num_capsules)`.
+    - `beta_use, beta_ign`: `use_benefit`, `ignore_cost`,
+      `(num_inputs, num_capsules)`; for variable length `use_benefit_kernel
+      (d_in, num_capsules)`, `use_benefit_bias (num_capsules,)` and the same
+      for `ignore_cost`.
+
+    With `num_iterations=1` the E-step never uses G and S, so their five
+    weights are not created (the reference creates them unused).
+
+    Initialisers follow the reference: `W_A, W_F2 ~ N(0, 4 / d_in)`;
+    `W_F1, W_G2, beta ~ N(0, 1)`; `W_G1 ~ N(0, 1 / capsule_dim)`;
+    `W_S ~ N(0, 1 / d_in)`; biases zero; the variable-length beta maps
+    `U(-1/sqrt(d_in), 1/sqrt(d_in))` (kernel and bias).
+
+    Args:
+        num_capsules: int. Number of output vectors `n_out`, at least 2.
+        capsule_dim: int. Size of each output vector `d_out`. With
+            `capsule_dim=1` (e.g. a head that emits logits) `N` is the
+            identity.
+        num_inputs: int or `None`. Number of input vectors, fixed when the
+            layer is built; `None` for a variable number. Defaults to `None`.
+        num_iterations: int. Number of E-D-M iterations; 1 routes with the
+            uniform prior only. Defaults to `2`.
+        normalize: bool. Apply `N` (LayerNorm without affine) to the
+            outputs. Defaults to `True`.
+        memory_efficient: bool. Contract over inputs first and never build
+            the vote tensor. Defaults to `True`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: Tensor of shape `(batch, num_inputs, input_dim)`.
+        mask: Optional boolean tensor `(batch, num_inputs)`, True for the
+            inputs that are present (the Keras padding mask; filled in by
+            Keras from an `Embedding(mask_zero=True)` or `Masking` layer when
+            `inputs` is the only tensor argument, so pass it explicitly
+            together with `routing_mask`).
+        routing_mask: Optional boolean tensor `(num_inputs, num_capsules)`
+            or `(batch, num_inputs, num_capsules)`, True where input `i` may
+            route to output `j`.
+        return_credit_assignments: bool. Also return the credit
+            assignments `phi` of the last iteration. Defaults to `False`.
+
+    Returns:
+        Tensor of shape `(batch, num_capsules, capsule_dim)`; with
+        `return_credit_assignments=True`, a tuple `(outputs, phi)` with
+        `phi` of shape `(batch, num_inputs, num_capsules)`, zero for padded
+        inputs and disallowed pairs. Compose the credit assignments of
+        stacked routings with `keras_caps.ops.compose_credit_assignments`.
+
+    Example:
+
+    >>> layer = keras_caps.layers.VectorRouting(num_capsules=4,
+    ...                                         capsule_dim=8)
+    >>> layer(np.ones((2, 100, 16))).shape
+    (2, 4, 8)
+    >>> outputs, phi = layer(np.ones((2, 30, 16)),
+    ...                      return_credit_assignments=True)
+    >>> phi.shape
+    (2, 30, 4)
+
+    Reference:
+    - [Heinsen, 2022](https://arxiv.org/abs/2211.11754)
+    """
+
+    def __init__(self, num_capsules, capsule_dim, num_inputs=None,
+                 num_iterations=2, normalize=True, memory_efficient=True,
+                 **kwargs):
+        num_capsules = check_positive_int("num_capsules", num_capsules)
+        if num_capsules < 2:
+            raise ValueError(
+                "Received an invalid value for `num_capsules`, expected an "
+                "integer of at least 2 (outputs compete for each input's "
+                f"data). Received: num_capsules={num_capsules!r}")
+        capsule_dim = check_positive_int("capsule_dim", capsule_dim)
+        if num_inputs is not None:
+            num_inputs = check_positive_int("num_inputs", num_inputs)
+        num_iterations = check_positive_int("num_iterations", num_iterations)
+        _check_bool("normalize", normalize)
+        _check_bool("memory_efficient", memory_efficient)
+        super().__init__(**kwargs)
+        self.num_capsules = num_capsules
+        self.capsule_dim = capsule_dim
+        self.num_inputs = num_inputs
+        self.num_iterations = num_iterations
+        self.normalize = normalize
+        self.memory_efficient = memory_efficient
+        self.supports_masking = True
+        self.input_spec = keras.InputSpec(ndim=3)
+
+    def build(self, input_shape):
+        input_dim = self._check_input_shape(input_shape)
+        num_rows = self.num_inputs or 1
+        num_outputs, output_dim = self.num_capsules, self.capsule_dim
+
+        def normal(stddev):
+            return keras.initializers.RandomNormal(stddev=stddev)
+
+        self.score_kernel = self.add_weight(
+            name="score_kernel", shape=(num_rows, input_dim),
+            initializer=normal(2.0 / math.sqrt(input_dim)))
+        self.score_bias = self.add_weight(
+            name="score_bias", shape=(num_rows,), initializer="zeros")
+        self.vote_scale = self.add_weight(
+            name="vote_scale", shape=(num_outputs, input_dim),
+            initializer=normal(1.0))
+        self.vote_kernel = self.add_weight(
+            name="vote_kernel", shape=(input_dim, output_dim),
+            initializer=normal(2.0 / math.sqrt(input_dim)))
+        self.vote_bias = self.add_weight(
+            name="vote_bias", shape=(num_outputs, output_dim),
+            initializer="zeros")
+        if self.num_iterations > 1:
+            # G and S are used from the second E-step on; with a single
+            # iteration they would never receive gradients.
+            self.prediction_kernel = self.add_weight(
+                name="prediction_kernel", shape=(output_dim, input_dim),
+                initializer=normal(1.0 / math.sqrt(output_dim)))
+            self.prediction_scale = self.add_weight(
+                name="prediction_scale", shape=(num_outputs, input_dim),
+                initializer=normal(1.0))
+            self.prediction_bias = self.add_weight(
+                name="prediction_bias", shape=(num_outputs, input_dim),
+                initializer="zeros")
+            self.similarity_scale = self.add_weight(
+                name="similarity_scale", shape=(num_rows, num_outputs),
+                initializer=normal(1.0 / math.sqrt(input_dim)))
+            self.similarity_bias = self.add_weight(
+                name="similarity_bias", shape=(num_rows, num_outputs),
+                initializer="zeros")
+        if self.num_inputs is not None:
+            self.use_benefit = self.add_weight(
+                name="use_benefit", shape=(self.num_inputs, num_outputs),
+                initializer=normal(1.0))
+            self.ignore_cost = self.add_weight(
+                name="ignore_cost", shape=(self.num_inputs, num_outputs),
+                initializer=normal(1.0))
+        else:
+            # PyTorch's `Linear` default, as in the reference.
+            limit = 1.0 / math.sqrt(input_dim)
+
+            def uniform():
+                return keras.initializers.RandomUniform(-limit, limit)
+
+            self.use_benefit_kernel = self.add_weight(
+                name="use_benefit_kernel", shape=(input_dim, num_outputs),
+                initializer=uniform())
+            self.use_benefit_bias = self.add_weight(
+                name="use_benefit_bias", shape=(num_outputs,),
+                initializer=uniform())
+            self.ignore_cost_kernel = self.add_weight(
+                name="ignore_cost_kernel", shape=(input_dim, num_outputs),
+                initializer=uniform())
+            self.ignore_cost_bias = self.add_weight(
+                name="ignore_cost_bias", shape=(num_outputs,),
+                initializer=uniform())
+        axes = {-1: input_dim}
+        if self.num_inputs is not None:
+            axes[-2] = self.num_inputs
+        self.input_spec = keras.InputSpec(ndim=3, axes=axes)
+
+    def call(self, inputs, mask=None, routing_mask=None,
+             return_credit_assignments=False):
+        self._check_masks(inputs.shape, mask, routing_mask)
+        # b: batch, i: inputs, j: outputs (capsules),
+        # d: input dim, h: output dim (capsule_dim)
+        dtype = inputs.dtype
+        allowed = None  # (b, i, j) float, 1 where i may route to j
+        if mask is not None:
+            # Padded inputs are zeroed (they may hold anything, even NaN)
+            # and not counted; the count is float32, exact beyond 2048.
+            inputs = ops.where(mask[..., None], inputs, 0.0)
+            num_present = ops.sum(ops.cast(mask, "float32"), axis=1)  # (b,)
+            num_present = ops.maximum(num_present, 1.0)
+            allowed = ops.cast(mask, dtype)[..., None] * ops.ones(
+                (self.num_capsules,), dtype)  # (b, i, j)
+        else:
+            num_present = ops.cast(ops.shape(inputs)[1], "float32")
+        if routing_mask is not None:
+            routes = ops.cast(routing_mask, dtype)
+            if len(routes.shape) == 2:
+                routes = routes[None]
+            allowed = routes if allowed is None else allowed * routes
+        scale = ops.cast(ops.reshape(ops.rsqrt(num_present), (-1, 1, 1)),
+                         dtype)
+        scaled_inputs = inputs * scale  # (b, i, d)
+
+        if self.num_inputs is not None:
+            use_benefit, ignore_cost = self.use_benefit, self.ignore_cost
+        else:  # (b, i, j), from the unscaled inputs
+            use_benefit = ops.matmul(inputs, self.use_benefit_kernel)
+            use_benefit = use_benefit + self.use_benefit_bias
+            ignore_cost = ops.matmul(inputs, self.ignore_cost_kernel)
+            ignore_cost = ignore_cost + self.ignore_cost_bias
+
+        # (b, i): score of each input; (b, i, 1) or (b, i, j) usable share
+        scores = ops.sum(scaled_inputs * self.score_kernel, axis=-1)
+        scores = scores + self.score_bias
+        usable = ops.sigmoid(scores)[..., None]
+        if allowed is not None:
+            usable = usable * allowed
+
+        votes = None
+        if not self.memory_efficient:
+            # (b, i, j, h): Algorithm 1's vote tensor, built once.
+            votes = ops.einsum("bid,jd->bijd", scaled_inputs, self.vote_scale)
+            votes = ops.matmul(votes, self.vote_kernel) + self.vote_bias
+
+        outputs = None
+        for iteration in range(self.num_iterations):
+            # E-step: the share of each input that each output claims.
+            if iteration == 0:
+                if allowed is None:
+                    shares = 1.0 / self.num_capsules
+                else:  # uniform over each input's allowed outputs
+                    shares = allowed / ops.maximum(
+                        ops.sum(allowed, axis=-1, keepdims=True), 1.0)
+            else:
+                shares = self._expectation_step(inputs, outputs, allowed)
+            # D-step: data used and ignored by each output.
+            used = usable * shares  # (b, i, j)
+            ignored = usable - used  # (b, i, j)
+            # M-step: credit assignments and outputs.
+            credit = use_benefit * used - ignore_cost * ignored  # (b, i, j)
+            if votes is None:
+                # (b, j, d): contract over the inputs first.
+                summed = ops.einsum("bij,bid->bjd", credit, scaled_inputs)
+                outputs = ops.matmul(summed * self.vote_scale,
+                                     self.vote_kernel)  # (b, j, h)
+                total_credit = ops.sum(credit, axis=1)  # (b, j)
+                outputs = outputs + total_credit[..., None] * self.vote_bias
+            else:
+                outputs = ops.einsum("bij,bijh->bjh", credit, votes)
+
+        if self.normalize:
+            outputs = self._layer_norm(outputs)
+        if return_credit_assignments:
+            return outputs, credit
+        return outputs
+
+    def _expectation_step(self, inputs, outputs, allowed):
+        """Routing shares `R` (b, i, j) from how well outputs predict inputs."""
+        # (b, j, d): each output's prediction of the inputs
+        predictions = ops.matmul(self._layer_norm(outputs),
+                                 self.prediction_kernel)
+        predictions = predictions * self.prediction_scale
+        predictions = predictions + self.prediction_bias
+        # (b, i, j): log-similarities, from the unscaled inputs
+        similarities = ops.einsum("bid,bjd->bij", inputs, predictions)
+        similarities = similarities * self.similarity_scale
+        similarities = ops.log_sigmoid(similarities + self.similarity_bias)
+        if allowed is None:
+            return ops.softmax(similarities, axis=-1)
+        # Exact masked softmax over j without large constants: disallowed
+        # entries are replaced by the row minimum, so the shift is the
+        # maximum over allowed entries (any finite value for an input with
+        # no allowed output); every exponent is <= 0 and an allowed row
+        # sums to >= 1, so dividing by max(sum, 1) is exact and an input
+        # with no allowed output gets all-zero shares.
+        is_allowed = allowed > 0.0
+        row_min = ops.min(similarities, axis=-1, keepdims=True)
+        filled = ops.where(is_allowed, similarities, row_min)
+        shift = ops.stop_gradient(ops.max(filled, axis=-1, keepdims=True))
+        weights = ops.where(is_allowed, ops.exp(filled - shift), 0.0)
+        total = ops.sum(weights, axis=-1, keepdims=True)
+        return weights / ops.maximum(total, 1.0)
+
+    def _layer_norm(self, x):
+        """LayerNorm over the last axis without affine, in float32."""
+        if self.capsule_dim == 1:
+            return x
+        dtype = x.dtype
+        if keras.backend.standardize_dtype(dtype) in _HALF_PRECISION:
+            x = ops.cast(x, "float32")
+        mean = ops.mean(x, axis=-1, keepdims=True)
+        centred = x - mean
+        variance = ops.mean(ops.square(centred), axis=-1, keepdims=True)
+        normalized = centred * ops.rsqrt(variance + _LAYER_NORM_EPSILON)
+        return ops.cast(normalized, dtype)
+
+    def _check_input_shape(self, input_shape):
+        """Validates a 3-D input shape; returns the input dimension."""
+        input_shape = tuple(input_shape)
+        if len(input_shape) != 3:
+            raise ValueError(
+                "`VectorRouting` expects a 3-D input (batch, num_inputs, "
+                f"input_dim). Received: input_shape={input_shape}")
+        num_inputs, input_dim = input_shape[1], input_shape[2]
+        if input_dim is None:
+            raise ValueError(
+                "`VectorRouting` needs a known input dimension (the last "
+                f"axis). Received: input_shape={input_shape}")
+        if self.num_inputs is not None and num_inputs != self.num_inputs:
+            raise ValueError(
+                "`VectorRouting` was created with a fixed number of inputs, "
+                f"num_inputs={self.num_inputs}, but the input has "
+                f"{num_inputs} along axis 1. Pass inputs of that length, or "
+                "create the layer with `num_inputs=None` for a variable "
+                f"number of inputs. Received: input_shape={input_shape}")
+        return input_dim
+
+    def _check_masks(self, input_shape, mask, routing_mask):
+        num_inputs = input_shape[1]
+        if mask is not None:
+            _check_bool_tensor("mask", mask)
+            shape = tuple(mask.shape)
+            if len(shape) != 2 or not _compatible(
+                    shape, (input_shape[0], num_inputs)):
+                raise ValueError(
+                    "`mask` must be a boolean tensor of shape (batch, "
+                    f"num_inputs) = {(input_shape[0], num_inputs)}, True for "
+                    f"present inputs. Received: mask.shape={shape}")
+        if routing_mask is not None:
+            _check_bool_tensor("routing_mask", routing_mask)
+            shape = tuple(routing_mask.shape)
+            expected = (num_inputs, self.num_capsules)
+            if len(shape) == 3:
+                expected = (input_shape[0],) + expected
+            if len(shape) not in (2, 3) or not _compatible(shape, expected):
+                raise ValueError(
+                    "`routing_mask` must be a boolean tensor of shape "
+                    f"(num_inputs, num_capsules) = {expected[-2:]} or "
+                    "(batch, num_inputs, num_capsules), True where input i "
+                    "may route to output j. Received: "
+                    f"routing_mask.shape={shape}")
+
+    def compute_output_shape(self, input_shape):
+        self._check_input_shape(input_shape)
+        return (input_shape[0], self.num_capsules, self.capsule_dim)
+
+    def compute_output_spec(self, inputs, mask=None, routing_mask=None,
+                            return_credit_assignments=False):
+        self._check_masks(inputs.shape, mask, routing_mask)
+        outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape),
+                                    dtype=self.compute_dtype)
+        if not return_credit_assignments:
+            return outputs
+        credit = keras.KerasTensor(
+            (inputs.shape[0], inputs.shape[1], self.num_capsules),
+            dtype=self.compute_dtype)
+        return outputs, credit
+
+    def compute_mask(self, inputs, mask=None):
+        # The outputs are a set of capsules, none of them padding.
+        return None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_capsules": self.num_capsules,
+            "capsule_dim": self.capsule_dim,
+            "num_inputs": self.num_inputs,
+            "num_iterations": self.num_iterations,
+            "normalize": self.normalize,
+            "memory_efficient": self.memory_efficient,
+        })
+        return config
+
+
+def _check_bool(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"Received an invalid type for `{name}`, expected a bool. "
+            f"Received: {name}={value!r} of type {type(value).__name__}")
+
+
+def _check_bool_tensor(name, value):
+    dtype = getattr(value, "dtype", None)
+    dtype = (type(value).__name__ if dtype is None
+             else keras.backend.standardize_dtype(dtype))
+    if dtype != "bool":
+        raise TypeError(
+            f"`{name}` must be a boolean tensor (True = "
+            f"{'present' if name == 'mask' else 'may route'}). Cast it with "
+            f"`keras.ops.cast({name}, 'bool')`. "
+            f"Received: {name}.dtype={dtype}")
+
+
+def _compatible(shape, expected):
+    if len(shape) != len(expected):
+        return False
+    return all(a is None or b is None or a == b
+               for a, b in zip(shape, expected, strict=True))
