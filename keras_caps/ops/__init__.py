@@ -6,3 +6,4 @@ from keras_caps.ops.capsule_ops import mask_by_label
 from keras_caps.ops.capsule_ops import mask_by_length
 from keras_caps.ops.capsule_ops import safe_norm
 from keras_caps.ops.capsule_ops import squash
+from keras_caps.ops.credit_assignments import compose_credit_assignments
