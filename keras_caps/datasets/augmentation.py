@@ -82,6 +82,11 @@ def _rotate(images, seed):
     degrees = tf.cast(tf.cast(draws[:, 0] * _MAX_ANGLE, tf.int32),
                       tf.float32)  # int() truncates towards zero
     degrees = tf.where(draws[:, 1] <= 0.0, degrees, 0.0)
+    return _rotate_by(images, degrees)
+
+
+def _rotate_by(images, degrees):
+    """Rotates each image counter-clockwise about (14, 14), bilinearly."""
     radians = degrees * (math.pi / 180.0)
     cos, sin = tf.cos(radians), tf.sin(radians)
     center = _SIZE / 2.0
@@ -147,7 +152,7 @@ def _squish(images, seed):
     return tf.clip_by_value(squished, 0.0, _PIXEL_MAX)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _squish_operators():
     """The 14 column operators, shape `(14, 28, 28)`: [out col, in col].
 

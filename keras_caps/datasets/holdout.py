@@ -44,7 +44,7 @@ def holdout_indices(labels, seed, fraction=HOLDOUT_FRACTION):
     rng = np.random.default_rng(seed)
     held = [rng.choice(np.flatnonzero(labels == label), size=int(count),
                        replace=False)
-            for label, count in zip(classes, per_class)]
+            for label, count in zip(classes, per_class, strict=True)]
     held = np.sort(np.concatenate(held + [np.zeros(0, "int64")]))
     is_train = np.ones(num_examples, dtype=bool)
     is_train[held] = False

@@ -131,10 +131,10 @@ def training_statistics(data_dir=None, seed=42, validation="holdout"):
 
     Example:
 
-    >>> mean, variance = keras_caps.datasets.smallnorb.training_statistics(
-    ... )  # doctest: +SKIP
-    >>> layer = keras.layers.Normalization(mean=mean, variance=variance)
-    ... # doctest: +SKIP
+    >>> from keras_caps.datasets import smallnorb
+    >>> mean, variance = smallnorb.training_statistics()  # doctest: +SKIP
+    >>> normalize = keras.layers.Normalization(  # doctest: +SKIP
+    ...     mean=mean, variance=variance)
     """
     pipeline.check_arguments("train", 1, None, validation, seed, None)
     data_dir = sources.resolve_data_dir(data_dir)

@@ -26,8 +26,9 @@ def exact_match_accuracy(y_true, y_pred, num_digits=2):
 
     Example:
 
-    >>> keras_caps.metrics.exact_match_accuracy(
-    ...     np.array([[1.0, 1.0, 0.0]]), np.array([[0.9, 0.8, 0.1]])).tolist()
+    >>> accuracy = keras_caps.metrics.exact_match_accuracy(
+    ...     np.array([[1.0, 1.0, 0.0]]), np.array([[0.9, 0.8, 0.1]]))
+    >>> keras.ops.convert_to_numpy(accuracy).tolist()
     [1.0]
     """
     num_digits = check_positive_int("num_digits", num_digits)

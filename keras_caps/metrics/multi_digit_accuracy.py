@@ -32,8 +32,9 @@ def multi_digit_accuracy(y_true, y_pred, num_digits=2):
 
     Example:
 
-    >>> keras_caps.metrics.multi_digit_accuracy(
-    ...     np.array([[1.0, 1.0, 0.0]]), np.array([[0.9, 0.1, 0.8]])).tolist()
+    >>> accuracy = keras_caps.metrics.multi_digit_accuracy(
+    ...     np.array([[1.0, 1.0, 0.0]]), np.array([[0.9, 0.1, 0.8]]))
+    >>> keras.ops.convert_to_numpy(accuracy).tolist()
     [0.5]
     """
     num_digits = check_positive_int("num_digits", num_digits)

@@ -76,7 +76,7 @@ def test_shift_keeps_the_digit_in_frame():
     np.testing.assert_allclose(out.sum(axis=(1, 2, 3)),
                                images.sum(axis=(1, 2, 3)), rtol=1e-6)
     moved = 0
-    for before, after in zip(images[..., 0], out[..., 0]):
+    for before, after in zip(images[..., 0], out[..., 0], strict=True):
         rows, cols = np.nonzero(before)
         new_rows, new_cols = np.nonzero(after)
         dy, dx = new_rows.min() - rows.min(), new_cols.min() - cols.min()

@@ -64,7 +64,7 @@ def test_evaluation_yields_the_raw_split(data_dir):
 @pytest.mark.parametrize("validation, sizes", [
     ("holdout", (180, 20, 50)), ("test", (200, 50, 50))])
 def test_split_sizes(data_dir, validation, sizes):
-    for split, size in zip(("train", "validation", "test"), sizes):
+    for split, size in zip(("train", "validation", "test"), sizes, strict=True):
         ds = mnist.load(split, batch_size=1000, training=False,
                         data_dir=data_dir, validation=validation,
                         reconstruction=False)
@@ -92,7 +92,7 @@ def test_deterministic_given_seed(data_dir):
         return [batch[0]["image"] for batch in ds.take(3).as_numpy_iterator()]
 
     first, again, other = first_batches(1), first_batches(1), first_batches(2)
-    for a, b in zip(first, again):
+    for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(first[0], other[0])
 

@@ -50,9 +50,9 @@ def check_pairs(inputs, targets, pool_images, pool_labels, shift=SHIFT):
     np.testing.assert_allclose(
         np.clip(digits.sum(1) * 255.0, 0.0, 255.0), merged, atol=1e-3)
     found = []
-    for pair, pair_classes in zip(digits[..., 0] * 255.0, classes):
+    for pair, pair_classes in zip(digits[..., 0] * 255.0, classes, strict=True):
         for digit, label in zip(np.round(pair).astype(np.uint8),
-                                pair_classes):
+                                pair_classes, strict=True):
             index, offsets = locate(digit, pool_images)
             assert pool_labels[index] == label
             assert max(abs(offsets[0]), abs(offsets[1])) <= shift
@@ -160,7 +160,8 @@ def test_shifted_digits():
     pool = multi_mnist._Pool(images, labels, shift=6)
     shifts = tf.constant([[0, 0], [-6, 6], [3, -2]], tf.int32)
     shifted = pool._shifted(tf.range(3, dtype=tf.int64), shifts).numpy()
-    for image, (dy, dx), out in zip(images, shifts.numpy(), shifted):
+    for image, (dy, dx), out in zip(images, shifts.numpy(), shifted,
+                                    strict=True):
         expected = np.zeros((36 + 24, 36 + 24))
         expected[4 + 12 + dy:32 + 12 + dy, 4 + 12 + dx:32 + 12 + dx] = image
         np.testing.assert_array_equal(out, expected[12:48, 12:48])

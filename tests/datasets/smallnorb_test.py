@@ -60,7 +60,7 @@ def test_evaluation_is_the_resized_centre_crop():
 @pytest.mark.parametrize("validation, sizes", [
     ("holdout", (27, 3, 30)), ("test", (30, 30, 30))])
 def test_split_sizes(validation, sizes):
-    for split, size in zip(("train", "validation", "test"), sizes):
+    for split, size in zip(("train", "validation", "test"), sizes, strict=True):
         ds = smallnorb.load(split, batch_size=64, training=False,
                             validation=validation, reconstruction=False)
         assert int(ds.cardinality()) == 1
