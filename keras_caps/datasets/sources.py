@@ -47,8 +47,15 @@ def load_image_arrays(dataset, data_dir=None):
     if folder is not None:
         subfolder = os.path.join(folder, dataset)
         if os.path.isdir(subfolder):
-            folder = subfolder
-        return idx.read_idx_dataset(folder)
+            return idx.read_idx_dataset(subfolder)
+        try:
+            return idx.read_idx_dataset(folder)
+        except ValueError as error:
+            if not str(error).startswith("Missing IDX file"):
+                raise
+            raise ValueError(
+                f"{error}. No {dataset!r} subfolder there either: "
+                f"{subfolder!r}.") from error
     arrays = {}
     for split in ("train", "test"):
         ds = load_tfds(dataset, split, as_supervised=True)

@@ -42,3 +42,9 @@ def test_image_arrays_from_tfds():
         images, labels = arrays[split]
         assert images.shape == (12, 28, 28) and images.dtype == np.uint8
         assert labels.shape == (12,) and labels.dtype == np.int64
+
+
+def test_missing_files_mention_the_subfolder(tmp_path):
+    fixtures.write_idx_dataset(tmp_path / "mnist", num_train=10, num_test=10)
+    with pytest.raises(ValueError, match="fashion_mnist' subfolder"):
+        sources.load_image_arrays("fashion_mnist", tmp_path)
