@@ -1,5 +1,8 @@
+import os
+
 import keras
 import numpy as np
+import pytest
 from absl.testing import parameterized
 
 from keras_caps.layers import DynamicRouting
@@ -227,6 +230,24 @@ class DynamicRoutingTest(TestCase):
             layer(keras.KerasTensor((None, 12, 8)))
         with self.assertRaisesRegex(ValueError, "known number"):
             DynamicRouting(3, 4).build((None, None, 8))
+
+    @pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                        reason="SavedModel export needs TensorFlow")
+    def test_saved_model_export(self):
+        import tensorflow as tf
+
+        inputs = keras.Input((9, 9, 2))
+        capsules = ConvPrimaryCaps(2, 4, kernel_size=3, strides=2)(inputs)
+        outputs = DynamicRouting(3, 4, leaky=True, use_bias=True)(capsules)
+        model = keras.Model(inputs, outputs)
+        path = os.path.join(self.get_temp_dir(), "exported")
+        model.export(path, format="tf_saved_model", verbose=False)
+        loaded = tf.saved_model.load(path)
+        rng = np.random.default_rng(6)
+        for batch in (1, 3):
+            x = rng.normal(size=(batch, 9, 9, 2)).astype("float32")
+            self.assertAllClose(loaded.serve(x), model(x), atol=1e-5,
+                                rtol=1e-5)
 
 
 class ConvPrimaryCapsTest(TestCase):
