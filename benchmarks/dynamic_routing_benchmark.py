@@ -19,9 +19,13 @@ outputs, gradients with respect to the inputs and the kernel) runs inside a
 
 Both use the same weights (the port's kernel is ours transposed), and the
 script checks that their outputs and kernel gradients agree. Times are the
-median of `--steps` timed steps after `--warmup` untimed ones. Peak memory
-is the TensorFlow CPU allocator's peak during one step above what was in
-use before it (`tf.config.experimental.get_memory_info`).
+median (and minimum) of `--steps` timed steps after `--warmup` untimed
+ones; the two implementations' steps alternate, so load from other
+processes hits both alike. Peak memory is the TensorFlow CPU allocator's
+peak during one step above what was in use before it
+(`tf.config.experimental.get_memory_info`). A least-squares line through
+time against iterations, with its worst residual, shows whether the cost
+grows linearly.
 """
 
 import argparse
@@ -106,19 +110,30 @@ def _make_step(forward, kernel, jit_compile):
     return step
 
 
-def _time_and_memory(step, inputs, warmup, steps):
-    for _ in range(warmup):
-        _sync(step(inputs))
-    times = []
+def _time(steps_by_name, inputs, warmup, steps):
+    """Median and minimum ms per step; the steps alternate, so a busy
+    machine slows all of them alike."""
+    for step in steps_by_name.values():
+        for _ in range(warmup):
+            _sync(step(inputs))
+    times = {name: [] for name in steps_by_name}
     for _ in range(steps):
-        start = time.perf_counter()
-        _sync(step(inputs))
-        times.append(time.perf_counter() - start)
+        for name, step in steps_by_name.items():
+            start = time.perf_counter()
+            _sync(step(inputs))
+            times[name].append(time.perf_counter() - start)
+    return {name: (1000.0 * float(np.median(values)),
+                   1000.0 * float(np.min(values)))
+            for name, values in times.items()}
+
+
+def _peak_memory(step, inputs):
+    """Peak MiB of the TF CPU allocator during one step, above the start."""
     tf.config.experimental.reset_memory_stats("CPU:0")
     before = tf.config.experimental.get_memory_info("CPU:0")["current"]
     _sync(step(inputs))
     peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-    return 1000.0 * float(np.median(times)), (peak - before) / _MIB
+    return (peak - before) / _MIB
 
 
 def _sync(result):
@@ -163,43 +178,53 @@ def main():
     print(f"batch {args.batch_size}: {args.num_inputs} x {args.input_dim} "
           f"-> {args.num_capsules} x {args.capsule_dim}; forward+backward, "
           f"median of {args.steps} steps after {args.warmup} warm-up steps")
-    header = (f"{'iters':>5} | {'keras_caps ms':>13} | {'peak MiB':>8} | "
-              f"{'port ms':>8} | {'peak MiB':>8} | {'port/ours':>9} | "
+    header = (f"{'iters':>5} | {'keras_caps ms':>13} | {'(min)':>6} | "
+              f"{'peak MiB':>8} | {'port ms':>8} | {'(min)':>6} | "
+              f"{'peak MiB':>8} | {'port/ours':>9} | "
               f"{'max |diff| out, grad':>20}")
     print(header)
     print("-" * len(header))
-    ours_times, port_times = [], []
+    ours_times, port_times, ours_mins, port_mins = [], [], [], []
     for num_iterations in args.iterations:
         layer = DynamicRouting(args.num_capsules, args.capsule_dim,
                                num_iterations=num_iterations)
         layer.build(inputs.shape)
-        ours_step = _make_step(layer, layer.kernel.value, args.jit_compile)
-        ours_ms, ours_mib = _time_and_memory(ours_step, inputs, args.warmup,
-                                             args.steps)
+        steps = {"ours": _make_step(layer, layer.kernel.value,
+                                    args.jit_compile)}
+        if not args.skip_baseline:
+            # The port's W is (J, I, D_out, D_in): ours (I, D_in, J, D_out)
+            # transposed, so both compute the same function.
+            port_kernel = tf.Variable(
+                tf.transpose(layer.kernel.value, (2, 0, 3, 1)))
+            steps["port"] = _make_step(
+                lambda x, k=port_kernel, r=num_iterations: port_routing(
+                    x, k, r),
+                port_kernel, args.jit_compile)
+        times = _time(steps, inputs, args.warmup, args.steps)
+        ours_ms, ours_min = times["ours"]
         ours_times.append(ours_ms)
-        row = f"{num_iterations:>5} | {ours_ms:>13.1f} | {ours_mib:>8.1f} | "
+        ours_mins.append(ours_min)
+        row = (f"{num_iterations:>5} | {ours_ms:>13.1f} | {ours_min:>6.1f} | "
+               f"{_peak_memory(steps['ours'], inputs):>8.1f} | ")
         if args.skip_baseline:
             print(row)
             continue
-        # The port's W is (J, I, D_out, D_in): ours (I, D_in, J, D_out)
-        # transposed, so both compute the same function.
-        port_kernel = tf.Variable(
-            tf.transpose(layer.kernel.value, (2, 0, 3, 1)))
-        port_step = _make_step(
-            lambda x, k=port_kernel, r=num_iterations: port_routing(x, k, r),
-            port_kernel, args.jit_compile)
-        port_ms, port_mib = _time_and_memory(port_step, inputs, args.warmup,
-                                             args.steps)
+        port_ms, port_min = times["port"]
         port_times.append(port_ms)
-        ours_out, (_, ours_grad) = ours_step(inputs)
-        port_out, (_, port_grad) = port_step(inputs)
+        port_mins.append(port_min)
+        port_mib = _peak_memory(steps["port"], inputs)
+        ours_out, (_, ours_grad) = steps["ours"](inputs)
+        port_out, (_, port_grad) = steps["port"](inputs)
         port_grad = tf.transpose(port_grad, (1, 3, 0, 2))
         out_diff = float(tf.reduce_max(tf.abs(ours_out - port_out)))
         grad_diff = float(tf.reduce_max(tf.abs(ours_grad - port_grad)))
-        print(row + f"{port_ms:>8.1f} | {port_mib:>8.1f} | "
+        print(row + f"{port_ms:>8.1f} | {port_min:>6.1f} | {port_mib:>8.1f} | "
               f"{port_ms / ours_ms:>8.2f}x | "
               f"{out_diff:>9.1e}, {grad_diff:>8.1e}")
-    for name, times in (("keras_caps", ours_times), ("port", port_times)):
+    for name, times in (("keras_caps median", ours_times),
+                        ("keras_caps min", ours_mins),
+                        ("port median", port_times),
+                        ("port min", port_mins)):
         fit = _linearity(args.iterations, times)
         if fit is None or not times:
             continue
