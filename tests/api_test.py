@@ -7,7 +7,7 @@ import keras
 import keras_caps
 from keras_caps.testing import TestCase
 
-PUBLIC_MODULES = (keras_caps.layers, keras_caps.losses)
+PUBLIC_MODULES = (keras_caps.layers, keras_caps.losses, keras_caps.metrics)
 
 
 class ApiTest(TestCase):
@@ -25,11 +25,24 @@ class ApiTest(TestCase):
             self.assertEqual(cls._keras_caps_api_path,
                              f"{module}.{cls.__name__}")
 
+    def test_importing_the_core_does_not_import_tensorflow(self):
+        import subprocess
+        import sys
+
+        code = ("import sys, keras_caps; "
+                "print('tensorflow' in sys.modules)")
+        env = {"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin"}
+        result = subprocess.run([sys.executable, "-c", code],
+                                capture_output=True, text=True, env=env,
+                                check=True)
+        self.assertEqual(result.stdout.strip().splitlines()[-1], "False")
+
     def test_core_does_not_import_tensorflow(self):
         import pathlib
 
         root = pathlib.Path(keras_caps.__file__).parent
-        for folder in ("ops", "layers", "losses"):
+        for folder in ("ops", "layers", "losses", "metrics",
+                       "applications"):
             for path in (root / folder).glob("*.py"):
                 source = path.read_text()
                 self.assertNotRegex(
