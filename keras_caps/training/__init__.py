@@ -1,9 +1,10 @@
 """Training: strategies, the training recipe and its callbacks (TensorFlow)."""
 
 from keras_caps.training.best_checkpoint import BestCheckpoint
-from keras_caps.training.fit import MODELS
 from keras_caps.training.fit import PRECISIONS
 from keras_caps.training.fit import evaluate
 from keras_caps.training.fit import train
+from keras_caps.training.model_recipe import MODELS
+from keras_caps.training.model_recipe import ModelRecipe
 from keras_caps.training.strategy import STRATEGIES
 from keras_caps.training.strategy import get_strategy

@@ -23,18 +23,15 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_caps import applications
 from keras_caps import datasets
-from keras_caps.applications.efficient_capsnet import get_preset
-from keras_caps.applications.efficient_capsnet import learning_rate_schedule
 from keras_caps.export import export_inference_model
 from keras_caps.training.best_checkpoint import BestCheckpoint
+from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
 
-MODELS = {"efficient_capsnet": applications.EfficientCapsNet}
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PROTOCOLS = {
     "holdout": "holdout (model selected on 10% of the training data)",
@@ -74,11 +71,11 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     Returns:
         The metrics record written to `metrics.json`.
     """
-    builder = _check_choice("model", model, MODELS)
+    recipe = _check_choice("model", model, MODELS)
     _check_choice("dataset", dataset, datasets.DATASETS)
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("validation", validation, PROTOCOLS)
-    preset = get_preset(dataset)
+    preset = recipe.get_preset(dataset)
     epochs = preset["epochs"] if epochs is None else epochs
     batch_size = preset["batch_size"] if batch_size is None else batch_size
     dataset_options = dict(dataset_options or {})
@@ -104,7 +101,7 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
                 datasets.smallnorb.training_statistics(
                     data_dir=data_dir, seed=seed, validation=validation))
         with distribution.scope():
-            network = builder(dataset, **builder_kwargs)
+            network = recipe.builder(dataset, **builder_kwargs)
         _check_labels_match(network, splits["train"])
 
         work_dir = output_dir if chief else tempfile.mkdtemp()
@@ -114,13 +111,14 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             keras.callbacks.BackupAndRestore(
                 os.path.join(work_dir, "backup"),
                 save_freq=backup_frequency, double_checkpoint=True),
-            keras.callbacks.LearningRateScheduler(
-                learning_rate_schedule(dataset)),
             checkpoint,
             keras.callbacks.CSVLogger(os.path.join(work_dir, "history.csv"),
                                       append=True),
             keras.callbacks.TensorBoard(os.path.join(work_dir, "logs")),
         ]
+        schedule = recipe.learning_rate_schedule(dataset)
+        if schedule is not None:
+            callbacks.append(keras.callbacks.LearningRateScheduler(schedule))
         os.makedirs(work_dir, exist_ok=True)
         start = time.time()
         network.fit(splits["train"], validation_data=splits["validation"],

@@ -1,0 +1,36 @@
+"""The models the training recipe knows, with their per-dataset settings."""
+
+import dataclasses
+from collections.abc import Callable
+
+from keras_caps.applications import efficient_capsnet
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRecipe:
+    """What `keras-caps train` needs to know about one application.
+
+    Attributes:
+        builder: The application builder, called as
+            `builder(dataset, reconstruction=..., **extra)`; it must accept
+            `input_statistics=` when a preset standardises its input.
+        get_preset: `get_preset(dataset)` returns the preset dict, with at
+            least `batch_size`, `epochs` and `input_scaling` keys; it raises
+            a clear `ValueError` for datasets the model has no preset for.
+        learning_rate_schedule: `learning_rate_schedule(dataset)` returns
+            `schedule(epoch) -> learning_rate`, or `None` for a constant
+            learning rate.
+    """
+
+    builder: Callable
+    get_preset: Callable
+    learning_rate_schedule: Callable
+
+
+MODELS = {
+    "efficient_capsnet": ModelRecipe(
+        builder=efficient_capsnet.EfficientCapsNet,
+        get_preset=efficient_capsnet.get_preset,
+        learning_rate_schedule=efficient_capsnet.learning_rate_schedule,
+    ),
+}
