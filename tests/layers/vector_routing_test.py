@@ -565,3 +565,14 @@ class VectorRoutingTest(TestCase):
         with self.assertRaisesRegex(ValueError, "routing_mask.shape"):
             layer(keras.KerasTensor((None, 6, 5)),
                   routing_mask=keras.KerasTensor((6, 2), dtype="bool"))
+
+    @pytest.mark.large
+    def test_long_sequence_smoke(self):
+        # The memory-efficient mode at a length where the eager vote tensor
+        # would take 2.5 GB; values and gradients stay finite.
+        x = np.random.default_rng(31).normal(size=(1, 300_000, 64))
+        layer = VectorRouting(32, 64)
+        outputs, gradients = value_and_gradients(layer, x.astype("float32"))
+        self.assertEqual(tuple(outputs.shape), (1, 32, 64))
+        self.assertAllFinite(outputs)
+        self.assertAllFinite(gradients)
