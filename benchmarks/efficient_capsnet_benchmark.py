@@ -2,7 +2,7 @@
 
 Usage:
 
-    python benchmarks/efficient_capsnet_benchmark.py [--rounds 3]
+    python benchmarks/efficient_capsnet_benchmark.py [--rounds 3] [--steps 40]
 
 Every measurement runs in its own subprocess (so peak memory is that
 configuration's own), and the implementations alternate inside each round so
@@ -139,12 +139,13 @@ def _build(implementation):
     return model
 
 
-def _worker(implementation, mode, batch_size, steps):
+def _worker(implementation, precision, mode, batch_size, steps):
     """Runs one measurement; prints one JSON line."""
     import keras
     import numpy as np
     import tensorflow as tf
 
+    keras.config.set_dtype_policy(precision)
     model = _build(implementation)
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 255, (batch_size, 28, 28, 1)).astype("float32")
@@ -181,11 +182,11 @@ def _worker(implementation, mode, batch_size, steps):
                       "peak_mib": peak_mib}))
 
 
-def _measure(implementation, mode, batch_size, steps):
+def _measure(implementation, precision, mode, batch_size, steps):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
-        [sys.executable, __file__, "--worker", implementation, mode,
-         str(batch_size), str(steps)],
+        [sys.executable, __file__, "--worker", implementation, precision,
+         mode, str(batch_size), str(steps)],
         capture_output=True, text=True, env=env, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -194,51 +195,64 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--worker", nargs=4, default=None,
+    parser.add_argument("--worker", nargs=5, default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        implementation, mode, batch_size, steps = args.worker
-        _worker(implementation, mode, int(batch_size), int(steps))
+        implementation, precision, mode, batch_size, steps = args.worker
+        _worker(implementation, precision, mode, int(batch_size), int(steps))
         return
 
     configurations = [("train", 16), ("train", 64), ("train", 128),
                       ("inference", 16), ("inference", 128),
                       ("inference", 256)]
-    implementations = ("keras_caps", "official")
+    # (implementation, precision); the official code has no mixed precision.
+    variants = [("keras_caps", "float32"), ("official", "float32"),
+                ("keras_caps", "mixed_bfloat16")]
     results = {}
     for round_index in range(args.rounds):
         for mode, batch_size in configurations:
-            for implementation in (implementations if round_index % 2 == 0
-                                   else implementations[::-1]):
-                results.setdefault((implementation, mode, batch_size),
-                                   []).append(_measure(
-                                       implementation, mode, batch_size,
-                                       args.steps))
+            order = variants if round_index % 2 == 0 else variants[::-1]
+            for implementation, precision in order:
+                key = (implementation, precision, mode, batch_size)
+                results.setdefault(key, []).append(_measure(
+                    implementation, precision, mode, batch_size, args.steps))
+
+    def median(key, field):
+        return statistics.median(r[field] for r in results[key])
 
     print(f"EfficientCapsNet-MNIST, {os.cpu_count()} CPU cores, medians of "
-          f"{args.rounds} rounds x {args.steps} steps\n")
-    header = (f"{'mode':<10}{'batch':>6}{'ours ms':>10}{'ours img/s':>12}"
-              f"{'official ms':>13}{'speedup':>9}{'ours MiB':>10}"
-              f"{'official MiB':>14}{'of limit':>10}")
+          f"{args.rounds} rounds x {args.steps} steps (first quarter "
+          "discarded as warm-up)\n")
+    header = (f"{'mode':<10}{'batch':>6}{'ours ms':>9}{'ours img/s':>12}"
+              f"{'official ms':>13}{'speedup':>9}{'of limit':>10}"
+              f"{'ours bf16 ms':>14}{'speedup':>9}{'ours MiB':>10}"
+              f"{'official MiB':>14}")
     print(header)
     print("-" * len(header))
     for mode, batch_size in configurations:
-        ours = results[("keras_caps", mode, batch_size)]
-        official = results[("official", mode, batch_size)]
-        ours_ms = statistics.median(r["step_ms"] for r in ours)
-        official_ms = statistics.median(r["step_ms"] for r in official)
+        ours = median(("keras_caps", "float32", mode, batch_size), "step_ms")
+        official = median(("official", "float32", mode, batch_size),
+                          "step_ms")
+        bf16 = median(("keras_caps", "mixed_bfloat16", mode, batch_size),
+                      "step_ms")
+        ours_mib = median(("keras_caps", "float32", mode, batch_size),
+                          "peak_mib")
+        official_mib = median(("official", "float32", mode, batch_size),
+                              "peak_mib")
         limit = ""
         if mode == "train":
             limit_ms = (1000 * batch_size * TRAIN_GFLOP_PER_IMAGE
                         / MACHINE_GFLOPS)
-            limit = f"{limit_ms / ours_ms:.0%}"
-        print(f"{mode:<10}{batch_size:>6}{ours_ms:>10.1f}"
-              f"{1000 * batch_size / ours_ms:>12.0f}{official_ms:>13.1f}"
-              f"{official_ms / ours_ms:>8.2f}x"
-              f"{statistics.median(r['peak_mib'] for r in ours):>10.0f}"
-              f"{statistics.median(r['peak_mib'] for r in official):>14.0f}"
-              f"{limit:>10}")
+            limit = f"{limit_ms / ours:.0%}"
+        print(f"{mode:<10}{batch_size:>6}{ours:>9.1f}"
+              f"{1000 * batch_size / ours:>12.0f}{official:>13.1f}"
+              f"{official / ours:>8.2f}x{limit:>10}{bf16:>14.1f}"
+              f"{official / bf16:>8.2f}x{ours_mib:>10.0f}"
+              f"{official_mib:>14.0f}")
+    print("\nspeedup: official float32 time / ours; 'of limit': the "
+          "arithmetic limit's share of our float32 step time. bf16 runs use "
+          "keras_caps' mixed_bfloat16 policy (float32 weights).")
 
 
 if __name__ == "__main__":
