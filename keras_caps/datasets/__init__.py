@@ -3,17 +3,31 @@
 `load(dataset, split, ...)` returns batches for `model.fit`; `DATASETS`
 describes each dataset. Images are yielded as raw pixels (float32, 0-255
 scale); models scale them themselves.
+
+TensorFlow is imported only when a pipeline is used: `DATASETS` and the
+NumPy-only modules (`idx`, the IDX reader, and `holdout`, the validation
+split) work on machines without TensorFlow, e.g. with the JAX backend.
 """
 
-from keras_caps.datasets import augmentation
-from keras_caps.datasets import fashion_mnist
-from keras_caps.datasets import holdout
-from keras_caps.datasets import idx
-from keras_caps.datasets import mnist
-from keras_caps.datasets import multi_mnist
-from keras_caps.datasets import pipeline
-from keras_caps.datasets import smallnorb
-from keras_caps.datasets import sources
+import importlib
+
 from keras_caps.datasets.dataset_info import DATASETS
 from keras_caps.datasets.dataset_info import DatasetInfo
-from keras_caps.datasets.loader import load
+
+_SUBMODULES = ("augmentation", "fashion_mnist", "holdout", "idx", "mnist",
+               "multi_mnist", "pipeline", "smallnorb", "sources")
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"keras_caps.datasets.{name}")
+    if name == "load":
+        from keras_caps.datasets.loader import load
+
+        return load
+    raise AttributeError(
+        f"module 'keras_caps.datasets' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_SUBMODULES) + ["load"])
