@@ -5,7 +5,7 @@ from keras_caps.datasets import mnist
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
-         augment=True):
+         augment=True, augmentation="efficient_capsnet"):
     """Fashion-MNIST batches, in exactly the structure of MNIST's.
 
     Yields what `keras_caps.datasets.mnist.load` yields: with
@@ -16,7 +16,8 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     60,000 training images (class-stratified); test 10,000.
 
     Efficient-CapsNet has no official Fashion-MNIST recipe; training uses
-    the MNIST augmentation unless `augment=False`.
+    the MNIST augmentation (`augmentation`, as in MNIST) unless
+    `augment=False`.
 
     Data: the four IDX files (same names as MNIST's) from
     `<data_dir>/fashion_mnist/` when that folder exists, else from
@@ -27,7 +28,7 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
 
     Args:
         split, batch_size, training, data_dir, seed, validation,
-        reconstruction, shuffle_buffer_size, augment: As in
+        reconstruction, shuffle_buffer_size, augment, augmentation: As in
             `keras_caps.datasets.mnist.load`.
 
     Returns:
@@ -44,4 +45,5 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         "fashion_mnist", split, batch_size=batch_size, training=training,
         data_dir=data_dir, seed=seed, validation=validation,
         reconstruction=reconstruction,
-        shuffle_buffer_size=shuffle_buffer_size, augment=augment)
+        shuffle_buffer_size=shuffle_buffer_size, augment=augment,
+        augmentation=augmentation)

@@ -63,7 +63,8 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
             `True`.
         shuffle_buffer_size: int or `None`. Defaults to the split size.
         **options: Dataset-specific options: `augment` (mnist,
-            fashion_mnist, smallnorb), `statistics` (smallnorb), `shift`,
+            fashion_mnist, smallnorb), `augmentation` (mnist,
+            fashion_mnist), `statistics` (smallnorb), `shift`,
             `partners_per_digit` and `pairs_per_epoch` (multi_mnist).
 
     Returns:

@@ -4,18 +4,22 @@ import functools
 
 import tensorflow as tf
 
-from keras_caps.datasets import augmentation
+from keras_caps.datasets import augmentation as augmentations
 from keras_caps.datasets import holdout
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
+from keras_caps.validation import check_choice
 
 _NUM_CLASSES = 10
+_SIZE = 28
+_MAX_SHIFT = 2
+AUGMENTATIONS = ("efficient_capsnet", "shift")
 
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
-         augment=True):
-    """MNIST batches for Efficient-CapsNet.
+         augment=True, augmentation="efficient_capsnet"):
+    """MNIST batches for Efficient-CapsNet (and, with a shift, CapsNet).
 
     With `reconstruction=True` the dataset yields
     `({"image": image, "label": label},
@@ -38,7 +42,10 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     When training (default for `"train"` only), examples are shuffled with a
     buffer of the whole split, reshuffled every epoch, augmented as in spec
     §9.1 (see `keras_caps.datasets.augmentation`), and the last partial
-    batch is dropped. Everything is a function of `seed`.
+    batch is dropped. Everything is a function of `seed`. With
+    `augmentation="shift"` training uses the original CapsNet's only
+    augmentation instead (Sabour et al.): each image is translated by
+    integer shifts uniform in [-2, 2] per axis, with zero fill.
 
     Data: the four IDX files from `data_dir` (or `$KERAS_CAPS_DATA_DIR`);
     otherwise the prepared TFDS `mnist`, never downloaded.
@@ -57,6 +64,10 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
             targets. Defaults to `True`.
         shuffle_buffer_size: int or `None`. Defaults to the split size.
         augment: bool. Augment when training. Defaults to `True`.
+        augmentation: str. What `augment` applies: `"efficient_capsnet"`
+            (rotate, shift, squish, erase; see
+            `keras_caps.datasets.augmentation`) or `"shift"` (random shifts
+            of up to 2 pixels, CapsNet). Defaults to `"efficient_capsnet"`.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -72,20 +83,22 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         "mnist", split, batch_size=batch_size, training=training,
         data_dir=data_dir, seed=seed, validation=validation,
         reconstruction=reconstruction,
-        shuffle_buffer_size=shuffle_buffer_size, augment=augment)
+        shuffle_buffer_size=shuffle_buffer_size, augment=augment,
+        augmentation=augmentation)
 
 
 def load_mnist_format(dataset, split, *, batch_size, training=None,
                       data_dir=None, seed=42, validation="holdout",
                       reconstruction=True, shuffle_buffer_size=None,
-                      augment=True):
+                      augment=True, augmentation="efficient_capsnet"):
     """`load` for any 28 x 28, 10-class dataset in MNIST's IDX format.
 
     Args:
         dataset: str. `"mnist"` or `"fashion_mnist"`: the TFDS name and the
             subfolder looked for under `data_dir`.
         split, batch_size, training, data_dir, seed, validation,
-        reconstruction, shuffle_buffer_size, augment: As in `load`.
+        reconstruction, shuffle_buffer_size, augment, augmentation: As in
+            `load`.
 
     Returns:
         The `tf.data.Dataset` described in `load`.
@@ -93,6 +106,7 @@ def load_mnist_format(dataset, split, *, batch_size, training=None,
     training = pipeline.check_arguments(split, batch_size, training,
                                         validation, seed,
                                         shuffle_buffer_size)
+    check_choice("augmentation", augmentation, AUGMENTATIONS)
     arrays = sources.load_image_arrays(dataset, data_dir)
     images, labels = holdout.select_split(arrays, split, validation, seed)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
@@ -102,7 +116,7 @@ def load_mnist_format(dataset, split, *, batch_size, training=None,
                                        reconstruction=reconstruction),
         batch_size=batch_size, training=training, seed=seed,
         shuffle_buffer_size=shuffle_buffer_size or max(len(labels), 1),
-        augment=_augment if augment else None)
+        augment=_AUGMENT_FUNCTIONS[augmentation] if augment else None)
 
 
 def _prepare(image, label):
@@ -112,4 +126,44 @@ def _prepare(image, label):
 
 def _augment(batch, seed):
     images, labels = batch
-    return augmentation.augment_mnist(images, seed), labels
+    return augmentations.augment_mnist(images, seed), labels
+
+
+def _shift(batch, seed):
+    images, labels = batch
+    return random_shift(images, seed), labels
+
+
+_AUGMENT_FUNCTIONS = {"efficient_capsnet": _augment, "shift": _shift}
+
+
+def random_shift(images, seed, max_shift=_MAX_SHIFT):
+    """Translates each image by integer shifts in [-max_shift, max_shift].
+
+    The shift of each axis is drawn uniformly per image from stateless ops;
+    pixels that leave the frame are dropped and zeros come in (the official
+    `train_2shifted_mnist` records hold every such shift of each digit).
+
+    Args:
+        images: float32 tensor `(batch, 28, 28, channels)`.
+        seed: int or int64 tensor of shape `(2,)`. The stateless seed.
+        max_shift: int. Largest shift per axis. Defaults to `2`.
+
+    Returns:
+        float32 tensor of the same shape.
+    """
+    images = tf.convert_to_tensor(images, dtype=tf.float32)
+    seed = tf.convert_to_tensor(seed, dtype_hint=tf.int64)
+    batch_size = tf.shape(images)[0]
+    # Offsets into the padded image: offset o moves the content by
+    # max_shift - o pixels.
+    offsets = tf.random.stateless_uniform(
+        [batch_size, 2], seed, minval=0, maxval=2 * max_shift + 1,
+        dtype=tf.int32)
+    padded = tf.pad(images, [[0, 0], [max_shift, max_shift],
+                             [max_shift, max_shift], [0, 0]])
+    positions = tf.range(_SIZE)[None, :]
+    padded = tf.gather(padded, positions + offsets[:, :1], axis=1,
+                       batch_dims=1)
+    return tf.gather(padded, positions + offsets[:, 1:], axis=2,
+                     batch_dims=1)

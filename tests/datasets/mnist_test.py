@@ -197,3 +197,41 @@ def test_real_mnist_counts():
     assert labels.shape == (6000, 10)
     counts = np.bincount(labels.argmax(1), minlength=10)
     assert counts.min() >= 542 and counts.max() <= 675  # 10 % per class
+
+
+def test_shift_augmentation_translates_by_at_most_two_pixels(data_dir):
+    plain = mnist.load("train", batch_size=16, data_dir=data_dir,
+                       augment=False, reconstruction=False)
+    shifted = mnist.load("train", batch_size=16, data_dir=data_dir,
+                         augmentation="shift", reconstruction=False)
+    (plain_images, plain_labels), = plain.take(1).as_numpy_iterator()
+    (images, labels), = shifted.take(1).as_numpy_iterator()
+    np.testing.assert_array_equal(labels, plain_labels)  # same shuffle
+    seen = set()
+    for original, image in zip(plain_images[..., 0], images[..., 0],
+                               strict=True):
+        # The synthetic digits have empty margins, so exactly one integer
+        # shift in [-2, 2]^2 (zero fill) reproduces each shifted image.
+        padded = np.pad(original, 2)
+        matches = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)
+                   if np.array_equal(
+                       padded[2 - dy:30 - dy, 2 - dx:30 - dx], image)]
+        assert len(matches) == 1
+        seen.add(matches[0])
+    assert len(seen) > 1
+
+
+def test_shift_random_shift_fills_zeros():
+    images = np.full((3, 28, 28, 1), 7.0, np.float32)
+    shifted = mnist.random_shift(images, seed=(0, 1)).numpy()
+    assert shifted.shape == images.shape
+    assert set(np.unique(shifted)) <= {0.0, 7.0}
+    # At most 2 rows and 2 columns of zeros come in.
+    assert np.all(shifted[:, 2:26, 2:26] == 7.0)
+
+
+def test_unknown_augmentation_raises(data_dir):
+    with pytest.raises(ValueError, match="`augmentation`.*'efficient_capsnet'"
+                       ".*'shift'.*Received: augmentation='flip'"):
+        mnist.load("train", batch_size=16, data_dir=data_dir,
+                   augmentation="flip")
