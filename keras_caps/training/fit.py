@@ -66,7 +66,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         backup_frequency: int. Steps between crash-recovery backups.
         verbose: Keras `fit` verbosity.
         dataset_options: dict of extra loader options (e.g. MultiMNIST's
-            `partners_per_digit`).
+            `partners_per_digit`), on top of (and overriding) the model
+            recipe's own (e.g. CapsNet's shift augmentation).
 
     Returns:
         The metrics record written to `metrics.json`.
@@ -78,7 +79,11 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     preset = recipe.get_preset(dataset)
     epochs = preset["epochs"] if epochs is None else epochs
     batch_size = preset["batch_size"] if batch_size is None else batch_size
-    dataset_options = dict(dataset_options or {})
+    dataset_options = {
+        **(recipe.dataset_options(dataset) if recipe.dataset_options
+           else {}),
+        **(dataset_options or {}),
+    }
 
     keras.utils.set_random_seed(seed)
     if deterministic:

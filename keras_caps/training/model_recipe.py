@@ -3,6 +3,7 @@
 import dataclasses
 from collections.abc import Callable
 
+from keras_caps.applications import capsnet
 from keras_caps.applications import efficient_capsnet
 
 
@@ -20,11 +21,16 @@ class ModelRecipe:
         learning_rate_schedule: `learning_rate_schedule(dataset)` returns
             `schedule(epoch) -> learning_rate`, or `None` for a constant
             learning rate.
+        dataset_options: `dataset_options(dataset)` returns the options
+            the model's recipe passes to `keras_caps.datasets.load` (e.g.
+            CapsNet's shift augmentation); the options a user passes win.
+            `None` (default) keeps the loaders' defaults.
     """
 
     builder: Callable
     get_preset: Callable
     learning_rate_schedule: Callable
+    dataset_options: Callable | None = None
 
 
 MODELS = {
@@ -32,5 +38,11 @@ MODELS = {
         builder=efficient_capsnet.EfficientCapsNet,
         get_preset=efficient_capsnet.get_preset,
         learning_rate_schedule=efficient_capsnet.learning_rate_schedule,
+    ),
+    "capsnet": ModelRecipe(
+        builder=capsnet.CapsNet,
+        get_preset=capsnet.get_preset,
+        learning_rate_schedule=capsnet.learning_rate_schedule,
+        dataset_options=capsnet.dataset_options,
     ),
 }
