@@ -59,7 +59,7 @@ def augment_mnist(images, seed):
     Example:
 
     >>> images = tf.zeros((2, 28, 28, 1))
-    >>> augment_mnist(images, seed=(1, 2)).shape
+    >>> tuple(augment_mnist(images, seed=(1, 2)).shape)
     TensorShape([2, 28, 28, 1])
     """
     images = tf.convert_to_tensor(images, dtype=tf.float32)

@@ -73,7 +73,7 @@ class ConvPrimaryCaps(keras.layers.Layer):
 
     >>> layer = keras_caps.layers.ConvPrimaryCaps(
     ...     num_types=4, capsule_dim=8, kernel_size=3, strides=2)
-    >>> layer(np.zeros((2, 7, 7, 16))).shape
+    >>> tuple(layer(np.zeros((2, 7, 7, 16))).shape)
     (2, 36, 8)
 
     Reference:

@@ -77,7 +77,7 @@ class DynamicRouting(keras.layers.Layer):
 
     >>> layer = keras_caps.layers.DynamicRouting(num_capsules=10,
     ...                                          capsule_dim=16)
-    >>> layer(np.zeros((2, 32, 8))).shape
+    >>> tuple(layer(np.zeros((2, 32, 8))).shape)
     (2, 10, 16)
 
     Reference:

@@ -64,7 +64,7 @@ class FCCaps(keras.layers.Layer):
     Example:
 
     >>> layer = keras_caps.layers.FCCaps(num_capsules=10, capsule_dim=16)
-    >>> layer(np.zeros((2, 16, 8))).shape
+    >>> tuple(layer(np.zeros((2, 16, 8))).shape)
     (2, 10, 16)
 
     Reference:

@@ -31,7 +31,7 @@ class Length(keras.layers.Layer):
 
     Example:
 
-    >>> keras_caps.layers.Length()(np.ones((2, 10, 16))).shape
+    >>> tuple(keras_caps.layers.Length()(np.ones((2, 10, 16))).shape)
     (2, 10)
     """
 

@@ -51,7 +51,7 @@ class PrimaryCaps(keras.layers.Layer):
 
     >>> layer = keras_caps.layers.PrimaryCaps(
     ...     num_capsules=4, capsule_dim=4, kernel_size=3)
-    >>> layer(np.zeros((2, 3, 3, 16))).shape
+    >>> tuple(layer(np.zeros((2, 3, 3, 16))).shape)
     (2, 4, 4)
 
     Reference:

@@ -132,11 +132,11 @@ class VectorRouting(keras.layers.Layer):
 
     >>> layer = keras_caps.layers.VectorRouting(num_capsules=4,
     ...                                         capsule_dim=8)
-    >>> layer(np.ones((2, 100, 16))).shape
+    >>> tuple(layer(np.ones((2, 100, 16))).shape)
     (2, 4, 8)
     >>> outputs, phi = layer(np.ones((2, 30, 16)),
     ...                      return_credit_assignments=True)
-    >>> phi.shape
+    >>> tuple(phi.shape)
     (2, 30, 4)
 
     Reference:

@@ -66,7 +66,7 @@ def safe_norm(x, axis=-1, keepdims=False, epsilon=1e-7):
 
     Example:
 
-    >>> float(keras_caps.ops.safe_norm(np.array([3.0, 4.0])))
+    >>> round(float(keras_caps.ops.safe_norm(np.array([3.0, 4.0]))), 6)
     5.0
     """
     epsilon = _check_epsilon(epsilon)
@@ -89,7 +89,7 @@ def capsule_length(capsules, axis=-1, epsilon=1e-7):
 
     Example:
 
-    >>> keras_caps.ops.capsule_length(np.ones((2, 3, 4))).shape
+    >>> tuple(keras_caps.ops.capsule_length(np.ones((2, 3, 4))).shape)
     (2, 3)
     """
     return safe_norm(capsules, axis=axis, keepdims=False, epsilon=epsilon)
@@ -124,8 +124,8 @@ def squash(x, axis=-1, variant="efficient", epsilon=1e-7):
     Example:
 
     >>> v = keras_caps.ops.squash(np.array([3.0, 4.0]), variant="sabour")
-    >>> np.round(keras.ops.convert_to_numpy(v), 4)
-    array([0.5769, 0.7692], dtype=float32)
+    >>> np.round(keras.ops.convert_to_numpy(v).astype("float64"), 4).tolist()
+    [0.5769, 0.7692]
 
     Reference:
     - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
@@ -191,8 +191,9 @@ def mask_by_length(capsules, num_masks=None):
 
     >>> capsules = np.array([[[0.1, 0.0], [0.0, 0.5], [0.3, 0.0]]])
     >>> masked = keras_caps.ops.mask_by_length(capsules, num_masks=2)
-    >>> keras.ops.convert_to_numpy(masked)[0, :, :, 0].tolist()
-    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.30000001192092896]]
+    >>> lengths = keras.ops.convert_to_numpy(masked)[0, :, :, 0]
+    >>> np.round(lengths.astype("float64"), 2).tolist()
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.3]]
     """
     capsules = ops.convert_to_tensor(capsules)
     num_capsules = capsules.shape[-2]

@@ -53,7 +53,7 @@ def compose_credit_assignments(credit_assignments, epsilon=1e-5):
 
     >>> phi_1 = np.ones((2, 30, 4))   # 30 inputs -> 4 hidden vectors
     >>> phi_2 = np.ones((2, 4, 10))   # 4 hidden vectors -> 10 classes
-    >>> keras_caps.ops.compose_credit_assignments([phi_1, phi_2]).shape
+    >>> tuple(keras_caps.ops.compose_credit_assignments([phi_1, phi_2]).shape)
     (2, 30, 10)
 
     Reference:
