@@ -106,7 +106,8 @@ class TestCase(parameterized.TestCase):
         eager call (optionally against `expected_output`) and a call at
         batch size 1; finite outputs and gradients for all-zero inputs; one
         `fit` step; `mixed_float16` and `mixed_bfloat16` passes with finite
-        outputs and gradients and float32 weights; a `.keras` save and load
+        outputs and gradients (for the data and for all-zero inputs) and
+        float32 weights; a `.keras` save and load
         of a functional wrapper with equal outputs.
 
         Args:
@@ -247,6 +248,10 @@ class TestCase(parameterized.TestCase):
                              "float32", f"{weight.path} under {policy}")
         self.assertAllFinite(outputs, f"outputs under {policy}")
         self.assertAllFinite(gradients, f"gradients under {policy}")
+        zeros = _map_inputs(np.zeros_like, input_data)
+        outputs, gradients = value_and_gradients(layer, zeros, **call_kwargs)
+        self.assertAllFinite(outputs, f"outputs at zero inputs, {policy}")
+        self.assertAllFinite(gradients, f"gradients at zero inputs, {policy}")
 
     # --- Models ----------------------------------------------------------
 
