@@ -6,3 +6,4 @@ from keras_caps.applications.efficient_capsnet_presets import (
     EFFICIENT_CAPSNET_PRESETS,
 )
 from keras_caps.applications.inference_model import inference_model
+from keras_caps.applications.vector_routing_head import VectorRoutingHead
