@@ -1,0 +1,79 @@
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_caps import cli
+from keras_caps.applications import EfficientCapsNet
+from keras_caps.testing import synthetic_digits
+from keras_caps.testing import write_idx_dataset
+
+
+@pytest.fixture
+def saved_model_and_data(tmp_path):
+    data_dir = write_idx_dataset(str(tmp_path / "mnist"),
+                                 synthetic_digits(40), synthetic_digits(24))
+    model_path = str(tmp_path / "model.keras")
+    EfficientCapsNet("mnist").save(model_path)
+    return model_path, data_dir
+
+
+def test_evaluate_writes_metrics(saved_model_and_data, tmp_path, capsys):
+    model_path, data_dir = saved_model_and_data
+    output = str(tmp_path / "metrics.json")
+    code = cli.main(["evaluate", "--model-path", model_path, "--dataset",
+                     "mnist", "--data-dir", data_dir, "--batch-size", "8",
+                     "--output", output])
+    assert code == 0
+    with open(output) as file:
+        record = json.load(file)
+    assert record["dataset"] == "mnist"
+    assert 0.0 <= record["test"]["length_accuracy"] <= 1.0
+    printed = capsys.readouterr().out
+    assert json.loads(printed[printed.index("{"):]) == record
+
+
+def test_export_serves_raw_images(saved_model_and_data, tmp_path):
+    model_path, _ = saved_model_and_data
+    export_dir = str(tmp_path / "exported")
+    assert cli.main(["export", "--model-path", model_path, "--export-dir",
+                     export_dir, "--reconstruction"]) == 0
+    served = tf.saved_model.load(export_dir)
+    outputs = served.serve(tf.constant(
+        np.zeros((3, 28, 28, 1), dtype="float32")))
+    assert tuple(outputs["length"].shape) == (3, 10)
+    assert tuple(outputs["reconstruction"].shape) == (3, 28, 28, 1)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["export", "--model-path", "missing.keras", "--export-dir", "x"],
+     "No model at `--model-path`"),
+    (["evaluate", "--model-path", "missing.keras"],
+     "No model at `model_path`"),
+])
+def test_clear_errors(argv, message, capsys):
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_arguments_are_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--dataset", "cifar"])
+    assert "invalid choice: 'cifar'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--epochs", "0"])
+    assert "expected a positive integer" in capsys.readouterr().err
+
+
+def test_label_count_mismatch_is_a_clear_error(tmp_path):
+    from keras_caps import training
+
+    data_dir = write_idx_dataset(str(tmp_path / "mnist"),
+                                 synthetic_digits(40), synthetic_digits(24))
+    model_path = str(tmp_path / "four_classes.keras")
+    EfficientCapsNet("mnist", num_classes=4).save(model_path)
+    with pytest.raises(ValueError, match="10 classes but the model outputs 4"):
+        training.evaluate(model_path, "mnist", data_dir=data_dir)
+    assert not os.path.exists(tmp_path / "metrics.json")
