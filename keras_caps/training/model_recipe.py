@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 from keras_caps.applications import capsnet
 from keras_caps.applications import efficient_capsnet
+from keras_caps.applications import vector_routing_capsnet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +39,11 @@ MODELS = {
         builder=efficient_capsnet.EfficientCapsNet,
         get_preset=efficient_capsnet.get_preset,
         learning_rate_schedule=efficient_capsnet.learning_rate_schedule,
+    ),
+    "vector_routing_capsnet": ModelRecipe(
+        builder=vector_routing_capsnet.VectorRoutingCapsNet,
+        get_preset=vector_routing_capsnet.get_preset,
+        learning_rate_schedule=vector_routing_capsnet.learning_rate_schedule,
     ),
     "capsnet": ModelRecipe(
         builder=capsnet.CapsNet,

@@ -1,0 +1,193 @@
+import keras
+import numpy as np
+
+from keras_caps import layers
+from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.vector_routing_capsnet_presets import (
+    VECTOR_ROUTING_CAPSNET_PRESETS,
+)
+from keras_caps.validation import check_positive_int
+
+_LAYER_NORM_EPSILON = 1e-5
+
+
+@keras_caps_export("keras_caps.applications.VectorRoutingCapsNet")
+def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
+                         num_classes=None, reconstruction=False,
+                         input_statistics=None, compile=True,
+                         optimizer="auto", jit_compile=False,
+                         name="vector_routing_capsnet"):
+    """Builds an image classifier of stacked vector routings, compiled.
+
+    A small convolutional stem (`Conv2D -> BatchNormalization -> ReLU`
+    blocks) turns the image into a feature map whose positions are routed
+    with Heinsen's algorithm (`keras_caps.layers.VectorRouting`) to hidden
+    vectors, then to hidden vectors again, and finally to one logit per
+    class, like the classification heads of the paper:
+
+    ```
+    x      = stem(image / 255)                       # (batch, h, w, 128)
+    x      = LayerNorm(reshape(x, (h * w, 128)))    # positions
+    x      = VectorRouting(32, 64, num_inputs=h * w)(x)
+    x      = VectorRouting(32, 64, num_inputs=32)(x)
+    logits = VectorRouting(num_classes, 1, num_inputs=32)(x)[..., 0]
+    ```
+
+    The first routing has per-position weights (a fixed number of inputs),
+    so it knows where each feature is. The model takes raw pixels (0-255)
+    and scales them itself (layer `"input_scaling"`), so an exported model
+    serves raw images; it maps images to logits `(batch, num_classes)` and is
+    compiled with the categorical cross-entropy on logits (one-hot labels,
+    as `keras_caps.datasets` yields them) and the metric `"accuracy"`.
+    `keras_caps.applications.credit_model(model)` adds the credit of every
+    stem position for every class.
+
+    Trainable parameters: 201,435 (MNIST, Fashion-MNIST), 197,801
+    (smallNORB); plus 576 BatchNormalization statistics.
+
+    Args:
+        dataset: str. One of `"mnist"`, `"fashion_mnist"`, `"smallnorb"`:
+            the preset architecture and training settings.
+        input_shape: tuple `(height, width, channels)`. Defaults to the
+            preset's.
+        num_classes: int, at least 2. Defaults to the preset's.
+        reconstruction: bool. Must be `False`: the model has no decoder.
+            The argument exists for the `keras-caps train` recipe, which
+            passes it (use `--no-reconstruction`). Defaults to `False`.
+        input_statistics: `(mean, variance)` per channel in raw pixel units,
+            for presets that standardise their input (smallNORB), usually
+            `keras_caps.datasets.smallnorb.training_statistics()`. Defaults
+            to `None`: pixels are only divided by 255.
+        compile: bool. Compile with Adam, the cross-entropy and accuracy.
+            Defaults to `True`.
+        optimizer: `"auto"` (Adam with the preset's learning rate, 1e-3) or
+            a Keras optimizer.
+        jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
+            `False`.
+        name: str. Model name.
+
+    Returns:
+        A `keras.Model`.
+
+    Example:
+
+    >>> model = keras_caps.applications.VectorRoutingCapsNet("mnist")
+    >>> model.output_shape
+    (None, 10)
+
+    Reference:
+    - [Heinsen, 2022](https://arxiv.org/abs/2211.11754)
+    """
+    preset = get_preset(dataset)
+    if not isinstance(reconstruction, bool):
+        raise TypeError(
+            "Received an invalid type for `reconstruction`, expected a "
+            f"bool. Received: reconstruction={reconstruction!r}")
+    if reconstruction:
+        raise ValueError(
+            "`VectorRoutingCapsNet` has no decoder, so it cannot train with "
+            "a reconstruction loss. Pass `reconstruction=False` (with "
+            "`keras-caps train`, `--no-reconstruction`). Received: "
+            "reconstruction=True")
+    input_shape = _check_input_shape(input_shape, preset)
+    num_classes = (preset["num_classes"] if num_classes is None else
+                   check_positive_int("num_classes", num_classes))
+    if num_classes < 2:
+        raise ValueError(
+            "Received an invalid value for `num_classes`, expected an "
+            f"integer of at least 2. Received: num_classes={num_classes}")
+
+    # === Layers and functional model ===
+    images = keras.Input(input_shape, name="image")
+    x = _input_scaling(preset, input_shape, input_statistics)(images)
+    for index, block in enumerate(preset["stem"], start=1):
+        x = keras.layers.Conv2D(
+            block["filters"], block["kernel_size"], block["strides"],
+            padding="same", use_bias=False, kernel_initializer="he_normal",
+            name=f"conv_{index}")(x)
+        x = keras.layers.BatchNormalization(name=f"batch_norm_{index}")(x)
+        x = keras.layers.ReLU(name=f"relu_{index}")(x)
+    height, width, channels = x.shape[1:]
+    x = keras.layers.Reshape((height * width, channels),
+                             name="positions")(x)
+    x = keras.layers.LayerNormalization(epsilon=_LAYER_NORM_EPSILON,
+                                        name="feature_norm")(x)
+    num_inputs = height * width
+    for index, routing in enumerate(preset["hidden_routings"], start=1):
+        x, _ = layers.VectorRouting(
+            routing["num_capsules"], routing["capsule_dim"],
+            num_inputs=num_inputs, num_iterations=preset["num_iterations"],
+            name=f"routing_{index}")(x, return_credit_assignments=True)
+        num_inputs = routing["num_capsules"]
+    x, _ = layers.VectorRouting(
+        num_classes, 1, num_inputs=num_inputs,
+        num_iterations=preset["num_iterations"], dtype="float32",
+        name="class_routing")(x, return_credit_assignments=True)
+    logits = keras.layers.Reshape((num_classes,), dtype="float32",
+                                  name="logits")(x)
+    model = keras.Model(images, logits, name=name)
+
+    if compile:
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(
+                learning_rate=preset["learning_rate"])
+        model.compile(
+            optimizer=optimizer,
+            loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"], jit_compile=jit_compile)
+        # Creating the optimizer state now lets a freshly built model be
+        # saved and reloaded before it has trained.
+        model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def get_preset(dataset):
+    """The preset dict of `dataset`, with a clear error for unknown names."""
+    if dataset not in VECTOR_ROUTING_CAPSNET_PRESETS:
+        raise ValueError(
+            "Unknown `dataset`. Expected one of "
+            f"{sorted(VECTOR_ROUTING_CAPSNET_PRESETS)}. Received: "
+            f"dataset={dataset!r}")
+    return VECTOR_ROUTING_CAPSNET_PRESETS[dataset]
+
+
+def learning_rate_schedule(dataset):
+    """The preset's per-epoch schedule `max(lr0 * decay**epoch, min_lr)`."""
+    preset = get_preset(dataset)
+
+    def schedule(epoch, learning_rate=None):
+        del learning_rate  # The schedule depends on the epoch only.
+        return max(preset["learning_rate"]
+                   * preset["learning_rate_decay"] ** epoch,
+                   preset["min_learning_rate"])
+
+    return schedule
+
+
+def _check_input_shape(input_shape, preset):
+    if input_shape is None:
+        return tuple(preset["input_shape"])
+    if (not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3
+            or any(isinstance(size, bool) or not isinstance(size, int)
+                   or size <= 0 for size in input_shape)):
+        raise ValueError(
+            "Received an invalid value for `input_shape`, expected a tuple "
+            "of 3 positive integers (height, width, channels). Received: "
+            f"input_shape={input_shape!r}")
+    return tuple(input_shape)
+
+
+def _input_scaling(preset, input_shape, input_statistics):
+    if preset["input_scaling"] == "standardize" and input_statistics:
+        mean, variance = (np.asarray(v, dtype="float32").reshape(-1)
+                          for v in input_statistics)
+        channels = input_shape[-1]
+        if mean.shape != (channels,) or variance.shape != (channels,):
+            raise ValueError(
+                "`input_statistics` must hold a mean and a variance per "
+                f"channel ({channels}). Received: mean of shape {mean.shape}"
+                f", variance of shape {variance.shape}")
+        return keras.layers.Normalization(
+            mean=mean.tolist(), variance=variance.tolist(),
+            name="input_scaling")
+    return keras.layers.Rescaling(1.0 / 255.0, name="input_scaling")
