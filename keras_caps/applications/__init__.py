@@ -1,6 +1,7 @@
 """Capsule-network applications: builders of compiled Keras models."""
 
 from keras_caps.applications.capsnet import CapsNet
+from keras_caps.applications.credit_model import credit_model
 from keras_caps.applications.efficient_capsnet import EfficientCapsNet
 from keras_caps.applications.efficient_capsnet_presets import (
     EFFICIENT_CAPSNET_PRESETS,
