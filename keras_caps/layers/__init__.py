@@ -3,6 +3,12 @@
 from keras_caps.layers.conv_primary_caps import ConvPrimaryCaps
 from keras_caps.layers.dynamic_routing import DynamicRouting
 from keras_caps.layers.fc_caps import FCCaps
+from keras_caps.layers.inverted_attention_routing import (
+    InvertedAttentionRouting,
+)
+from keras_caps.layers.inverted_attention_routing_stack import (
+    InvertedAttentionRoutingStack,
+)
 from keras_caps.layers.length import Length
 from keras_caps.layers.mask import Mask
 from keras_caps.layers.primary_caps import PrimaryCaps

@@ -1,0 +1,431 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.validation import check_choice
+from keras_caps.validation import check_int_pair
+from keras_caps.validation import check_number
+from keras_caps.validation import check_positive_int
+
+POSES = ("matrix", "vector")
+
+
+@keras_caps_export("keras_caps.layers.InvertedAttentionRouting")
+class InvertedAttentionRouting(keras.layers.Layer):
+    """Capsule layer with inverted dot-product attention routing (Tsai et al.).
+
+    Every child capsule `i` votes for every parent capsule `j`. A vote's
+    weight is its agreement with the current parent pose, scaled by
+    `1 / sqrt(d)` and normalised with a softmax over the **parents**
+    ("inverted" attention: parents compete for each child). The parents are
+    the LayerNorm of the weighted sums of their votes; there is no squash
+    and no separate activation. The first pass has no parents yet and uses
+    uniform couplings `1 / num_capsules` (equivalent to zero parent poses).
+
+    ```
+    votes[i, j]     = pose[i] @ kernel[i, j]    # s x s matrices, or vectors
+    couplings[i, :] = 1 / num_capsules          # first pass
+    parents[j]      = LayerNorm(sum_i couplings[i, j] * votes[i, j])
+    repeat num_iterations - 1 times:
+        agreement[i, j] = <parents[j], votes[i, j]> / sqrt(d)
+        couplings[i, :] = softmax(agreement[i, :])              # over j
+        parents[j]      = LayerNorm(sum_i couplings[i, j] * votes[i, j])
+    ```
+
+    With `pose="matrix"` poses are `s x s` matrices stored flattened
+    (`capsule_dim = s * s`, row-major) and a vote is a matrix product, so
+    the input and output capsules have the same dimension; with
+    `pose="vector"` a vote is a `(D_in, capsule_dim)` linear map. The
+    LayerNorm (learned gain and bias, `epsilon`) runs over the flattened
+    `capsule_dim` entries and is skipped when `capsule_dim == 1`; dropout
+    (rate `dropout`) is applied before it during training.
+
+    **Fully-connected form** (`kernel_size=None`): the inputs are capsules
+    `(batch, N, D_in)`, or a capsule map `(batch, H, W, N, D_in)` whose
+    `H * W * N` capsules are all children (ordered `(h, w, type)`).
+
+    **Convolutional form** (`kernel_size` set): the inputs are a capsule map
+    `(batch, H, W, N, D_in)` (channels last: `N` capsule types at every
+    position) and the outputs a map `(batch, H', W', num_capsules,
+    capsule_dim)`, `H' = (H - k) // strides + 1` (no padding). The children
+    of the window at output position `(h', w')`, i.e. the capsules at
+    `(strides * h' + p, strides * w' + q)` for `p, q < k`, are routed to the
+    parents at `(h', w')` only. Each of the `k * k * N` offsets and types
+    has its own transform to each parent type, shared over positions, and
+    the softmax runs over the `num_capsules` parent types at that position;
+    a child inside several overlapping windows is routed independently in
+    each. The windows are `k * k` strided slices, so pose entries and
+    positions are never mixed (the first public commit's reshape bug).
+
+    Called without `parents`, the layer runs its own `num_iterations`
+    passes (sequential routing for this layer). Called with `parents`, it
+    runs one agreement step against them; `InvertedAttentionRoutingStack`
+    uses this to route several layers concurrently, as the paper does.
+
+    Args:
+        num_capsules: int. Number of parent capsules (parent capsule types
+            at each position in the convolutional form).
+        capsule_dim: int. Dimension `d` of each parent pose; a perfect
+            square with `pose="matrix"`.
+        kernel_size: `None` for the fully-connected form, or an int or a
+            tuple of 2 ints: the window of the convolutional form. Defaults
+            to `None`.
+        strides: int or tuple of 2 ints. Window strides of the
+            convolutional form; must be `1` in the fully-connected form.
+            Defaults to `1`.
+        pose: str. `"matrix"` (`sqrt(d) x sqrt(d)` poses, the paper's) or
+            `"vector"`. Defaults to `"matrix"`.
+        num_iterations: int. Routing passes when called without `parents`,
+            counting the uniform first pass (`1` means no agreement-based
+            routing). Defaults to `2`, the paper's CIFAR runs.
+        dropout: float. Dropout rate on the weighted sums before the
+            LayerNorm. Defaults to `0.0`.
+        epsilon: float. LayerNorm epsilon. Defaults to `1e-5`.
+        kernel_initializer: Initializer for the vote transforms. Defaults
+            to `None`: `RandomNormal` with the official scale,
+            `stddev = sqrt(num_capsules / (f * N * k * k))` with `f = s`
+            for matrix poses and `f = D_in` for vector poses (`k = 1` in
+            the fully-connected form).
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: The child capsules, see the two forms above.
+        parents: Optional tensor of the output shape: the current parent
+            poses. When given, one agreement step is run against them.
+            Defaults to `None` (run `num_iterations` passes).
+        training: bool. Whether dropout is active.
+        return_couplings: bool. Also return the coupling coefficients of
+            the last pass. Defaults to `False`.
+
+    Returns:
+        Fully-connected form: a tensor `(batch, num_capsules, capsule_dim)`;
+        with `return_couplings=True`, a tuple `(outputs, couplings)` with
+        couplings `(batch, num_capsules, num_children)` (the layout of
+        `DynamicRouting`). Convolutional form: a tensor `(batch, H', W',
+        num_capsules, capsule_dim)`; couplings `(batch, H', W',
+        num_capsules, k, k, N)`. Couplings sum to 1 over `num_capsules`.
+
+    Example:
+
+    >>> layer = keras_caps.layers.InvertedAttentionRouting(
+    ...     num_capsules=4, capsule_dim=4, kernel_size=3, strides=2)
+    >>> tuple(layer(np.zeros((2, 7, 7, 3, 4))).shape)
+    (2, 3, 3, 4, 4)
+    >>> layer = keras_caps.layers.InvertedAttentionRouting(10, 16)
+    >>> tuple(layer(np.zeros((2, 3, 3, 4, 16))).shape)
+    (2, 10, 16)
+
+    Reference:
+    - [Tsai et al., 2020](https://arxiv.org/abs/2002.04764)
+    """
+
+    def __init__(self, num_capsules, capsule_dim, kernel_size=None, strides=1,
+                 pose="matrix", num_iterations=2, dropout=0.0, epsilon=1e-5,
+                 kernel_initializer=None, **kwargs):
+        num_capsules = check_positive_int("num_capsules", num_capsules)
+        capsule_dim = check_positive_int("capsule_dim", capsule_dim)
+        if kernel_size is not None:
+            kernel_size = check_int_pair("kernel_size", kernel_size)
+        strides = check_int_pair("strides", strides)
+        if kernel_size is None and strides != (1, 1):
+            raise ValueError(
+                "Received an invalid value for `strides`: the fully-connected "
+                "form (`kernel_size=None`) has no windows, expected 1. "
+                f"Received: strides={strides}, kernel_size=None")
+        check_choice("pose", pose, POSES)
+        if pose == "matrix" and math.isqrt(capsule_dim) ** 2 != capsule_dim:
+            raise ValueError(
+                "Received an invalid value for `capsule_dim`, expected a "
+                "perfect square with `pose='matrix'` (poses are sqrt(d) x "
+                "sqrt(d) matrices); use `pose='vector'` for other sizes. "
+                f"Received: capsule_dim={capsule_dim}")
+        num_iterations = check_positive_int("num_iterations", num_iterations)
+        dropout = check_number("dropout", dropout, minimum=0.0)
+        if dropout >= 1.0:
+            raise ValueError(
+                "Received an invalid value for `dropout`, expected a number "
+                f"in [0, 1). Received: dropout={dropout!r}")
+        epsilon = check_number("epsilon", epsilon)
+        if epsilon <= 0.0:
+            raise ValueError(
+                "Received an invalid value for `epsilon`, expected a "
+                f"positive number. Received: epsilon={epsilon!r}")
+        super().__init__(**kwargs)
+        self.num_capsules = num_capsules
+        self.capsule_dim = capsule_dim
+        self.kernel_size = kernel_size
+        self.strides = strides
+        self.pose = pose
+        self.num_iterations = num_iterations
+        self.dropout = dropout
+        self.epsilon = epsilon
+        self.kernel_initializer = (
+            None if kernel_initializer is None
+            else keras.initializers.get(kernel_initializer))
+        self._inverse_sqrt_dim = 1.0 / math.sqrt(capsule_dim)
+        self._pose_side = math.isqrt(capsule_dim)
+
+    def build(self, input_shape):
+        self._check_input_shape(input_shape)
+        input_shape = tuple(input_shape)
+        input_dim = input_shape[-1]
+        if self.kernel_size is None:
+            num_children = math.prod(input_shape[1:-1])
+            num_types, window = num_children, (1, 1)
+            self._num_positions = 1
+            self._num_children = num_children
+            kernel_shape = (num_children,)
+        else:
+            num_types = input_shape[3]
+            window = self.kernel_size
+            out_height, out_width = self._output_size(input_shape)
+            self._num_positions = out_height * out_width
+            self._num_children = window[0] * window[1] * num_types
+            kernel_shape = (*window, num_types)
+        if self.pose == "matrix":
+            side = self._pose_side
+            kernel_shape += (side, side, self.num_capsules)
+            fan = side
+        else:
+            kernel_shape += (input_dim, self.num_capsules, self.capsule_dim)
+            fan = input_dim
+        initializer = self.kernel_initializer
+        if initializer is None:
+            initializer = keras.initializers.RandomNormal(stddev=math.sqrt(
+                self.num_capsules / (fan * num_types * window[0] * window[1])))
+        self.kernel = self.add_weight(name="kernel", shape=kernel_shape,
+                                      initializer=initializer)
+        state_shape = (None, self._num_positions, self.num_capsules,
+                       self.capsule_dim)
+        if self.dropout > 0.0:
+            self.dropout_layer = keras.layers.Dropout(
+                self.dropout, dtype=self.dtype_policy, name="dropout")
+            self.dropout_layer.build(state_shape)
+        else:
+            self.dropout_layer = None
+        if self.capsule_dim > 1:
+            self.layer_norm = keras.layers.LayerNormalization(
+                axis=-1, epsilon=self.epsilon, dtype=self.dtype_policy,
+                name="layer_norm")
+            self.layer_norm.build(state_shape)
+        else:
+            self.layer_norm = None
+        self.input_spec = keras.InputSpec(
+            ndim=len(input_shape),
+            axes={axis: size for axis, size in enumerate(input_shape)
+                  if axis > 0})
+
+    def call(self, inputs, parents=None, training=None,
+             return_couplings=False):
+        votes = self._votes(inputs)  # (b, x, j, i, z)
+        if parents is None:
+            state, couplings = self._route(votes, None, training)
+            for _ in range(self.num_iterations - 1):
+                state, couplings = self._route(votes, state, training)
+        else:
+            self._check_parents_shape(parents.shape, inputs.shape)
+            state, couplings = self._route(
+                votes, self._to_state(ops.cast(parents, votes.dtype)),
+                training)
+        outputs = self._from_state(state)
+        if not return_couplings:
+            return outputs
+        if couplings is None:
+            couplings = ops.ones_like(votes[..., 0]) * (
+                1.0 / self.num_capsules)
+        return outputs, self._public_couplings(couplings)
+
+    # --- Routing core, shared with `InvertedAttentionRoutingStack` -------
+    # Inside, states and votes put the output positions x on one axis:
+    # b: batch, x: output positions (1 in the fully-connected form),
+    # i: children of a window (k * k * N), j: parents (num_capsules),
+    # s: pose side, a: input dim, z: output dim (capsule_dim).
+
+    def _votes(self, inputs):
+        children = self._windows(inputs)  # (b, x, i, a)
+        num_positions, num_children = self._num_positions, self._num_children
+        kernel = ops.cast(self.kernel, children.dtype)
+        if self.pose == "matrix":
+            side = self._pose_side
+            children = ops.reshape(
+                children, (-1, num_positions, num_children, side, side))
+            kernel = ops.reshape(
+                kernel, (num_children, side, side, self.num_capsules))
+            # (b, x, j, i, s, s): pose[i] @ kernel[i, :, :, j], with
+            # r, k, t indexing the s x s matrices.
+            votes = ops.einsum("bxirk,iktj->bxjirt", children, kernel)
+        else:
+            kernel = ops.reshape(
+                kernel, (num_children, -1, self.num_capsules,
+                         self.capsule_dim))
+            votes = ops.einsum("bxia,iajz->bxjiz", children, kernel)
+        # (b, x, j, i, z): both routing contractions below are batched
+        # matrix products over (b, x, j) that read the votes in place.
+        return ops.reshape(votes, (-1, num_positions, self.num_capsules,
+                                   num_children, self.capsule_dim))
+
+    def _route(self, votes, parents, training=None):
+        """One pass: `(new parents (b, x, j, z), couplings (b, x, j, i))`.
+
+        `parents=None` is the uniform first pass; its couplings are `None`.
+        """
+        if parents is None:
+            couplings = None
+            weighted = ops.sum(votes, axis=3) * (1.0 / self.num_capsules)
+        else:
+            # (b, x, j, i, z) @ (b, x, j, z, 1) -> (b, x, j, i)
+            agreement = ops.squeeze(
+                ops.matmul(votes, ops.expand_dims(parents, -1)), -1)
+            agreement = agreement * self._inverse_sqrt_dim
+            couplings = ops.softmax(agreement, axis=2)  # over parents j
+            # (b, x, j, 1, i) @ (b, x, j, i, z) -> (b, x, j, z)
+            weighted = ops.squeeze(
+                ops.matmul(ops.expand_dims(couplings, 3), votes), 3)
+        if self.dropout_layer is not None:
+            weighted = self.dropout_layer(weighted, training=training)
+        if self.layer_norm is not None:
+            weighted = ops.cast(self.layer_norm(weighted), votes.dtype)
+        return weighted, couplings
+
+    def _windows(self, inputs):
+        """Children per output position: `(b, x, i, a)`, i = (p, q, type)."""
+        shape = tuple(inputs.shape)
+        if self.kernel_size is None:
+            return ops.reshape(inputs, (-1, 1, self._num_children, shape[-1]))
+        (kernel_h, kernel_w), (stride_h, stride_w) = (self.kernel_size,
+                                                      self.strides)
+        out_height, out_width = self._output_size(shape)
+        slices = []
+        for p in range(kernel_h):
+            for q in range(kernel_w):
+                # (b, h', w', N, a): the capsules at (S h' + p, S w' + q).
+                slices.append(inputs[
+                    :, p:p + stride_h * (out_height - 1) + 1:stride_h,
+                    q:q + stride_w * (out_width - 1) + 1:stride_w])
+        windows = ops.stack(slices, axis=3)  # (b, h', w', k * k, N, a)
+        return ops.reshape(windows, (-1, self._num_positions,
+                                     self._num_children, shape[-1]))
+
+    def _to_state(self, parents):
+        return ops.reshape(parents, (-1, self._num_positions,
+                                     self.num_capsules, self.capsule_dim))
+
+    def _from_state(self, state):
+        return ops.reshape(state, (-1,) + self._output_shape_without_batch())
+
+    def _public_couplings(self, couplings):
+        if self.kernel_size is None:
+            return ops.squeeze(couplings, 1)  # (b, j, i)
+        out_height, out_width = self._output_size(self._built_input_shape())
+        return ops.reshape(couplings, (
+            -1, out_height, out_width, self.num_capsules, *self.kernel_size,
+            self._num_children // math.prod(self.kernel_size)))
+
+    def _built_input_shape(self):
+        return (None,) + tuple(
+            self.input_spec.axes[axis]
+            for axis in range(1, self.input_spec.ndim))
+
+    def _output_shape_without_batch(self, input_shape=None):
+        if self.kernel_size is None:
+            return (self.num_capsules, self.capsule_dim)
+        if input_shape is None:
+            input_shape = self._built_input_shape()
+        return (*self._output_size(input_shape), self.num_capsules,
+                self.capsule_dim)
+
+    # --- Shapes ----------------------------------------------------------
+
+    def _output_size(self, input_shape):
+        sizes = []
+        for size, kernel, stride in zip(input_shape[1:3], self.kernel_size,
+                                        self.strides):
+            sizes.append(None if size is None
+                         else (size - kernel) // stride + 1)
+        return tuple(sizes)
+
+    def _check_input_shape(self, input_shape):
+        input_shape = tuple(input_shape)
+        name = type(self).__name__
+        if self.kernel_size is None:
+            if len(input_shape) not in (3, 5):
+                raise ValueError(
+                    f"`{name}` (fully connected, `kernel_size=None`) expects "
+                    "capsules (batch, num_input_capsules, input_capsule_dim) "
+                    "or a capsule map (batch, height, width, num_input_types, "
+                    f"input_capsule_dim). Received: input_shape={input_shape}")
+        elif len(input_shape) != 5:
+            raise ValueError(
+                f"`{name}` (convolutional, kernel_size={self.kernel_size}) "
+                "expects a 5-D capsule map (batch, height, width, "
+                "num_input_types, input_capsule_dim). Received: "
+                f"input_shape={input_shape}")
+        if any(size is None for size in input_shape[1:]):
+            raise ValueError(
+                f"`{name}` needs every dimension but the batch size to be "
+                f"known. Received: input_shape={input_shape}")
+        if self.pose == "matrix" and input_shape[-1] != self.capsule_dim:
+            side = self._pose_side
+            raise ValueError(
+                f"`{name}` with `pose='matrix'` needs input poses of the "
+                f"same size as its own, capsule_dim={self.capsule_dim} "
+                f"({side}x{side}); use `pose='vector'` to change the pose "
+                f"size. Received: input_shape={input_shape}")
+        if self.kernel_size is not None:
+            height, width = input_shape[1:3]
+            if self.kernel_size[0] > height or self.kernel_size[1] > width:
+                raise ValueError(
+                    f"`{name}` has a kernel_size={self.kernel_size} larger "
+                    f"than its {height}x{width} capsule map. Received: "
+                    f"input_shape={input_shape}")
+
+    def _check_parents_shape(self, parents_shape, input_shape):
+        expected = self._output_shape_without_batch(input_shape)
+        received = tuple(parents_shape)
+        if received[1:] != expected:
+            raise ValueError(
+                f"`{type(self).__name__}` expects `parents` of its output "
+                f"shape (batch, {', '.join(map(str, expected))}). Received: "
+                f"parents.shape={received}")
+
+    def compute_output_shape(self, input_shape):
+        self._check_input_shape(input_shape)
+        return (input_shape[0],) + self._output_shape_without_batch(
+            input_shape)
+
+    def compute_output_spec(self, inputs, parents=None, training=None,
+                            return_couplings=False):
+        output_shape = self.compute_output_shape(inputs.shape)
+        if parents is not None:
+            self._check_parents_shape(parents.shape, inputs.shape)
+        outputs = keras.KerasTensor(output_shape, dtype=self.compute_dtype)
+        if not return_couplings:
+            return outputs
+        if self.kernel_size is None:
+            couplings_shape = (inputs.shape[0], self.num_capsules,
+                               math.prod(inputs.shape[1:-1]))
+        else:
+            couplings_shape = (*output_shape[:-1], *self.kernel_size,
+                               inputs.shape[3])
+        couplings = keras.KerasTensor(couplings_shape,
+                                      dtype=self.compute_dtype)
+        return outputs, couplings
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_capsules": self.num_capsules,
+            "capsule_dim": self.capsule_dim,
+            "kernel_size": self.kernel_size,
+            "strides": self.strides,
+            "pose": self.pose,
+            "num_iterations": self.num_iterations,
+            "dropout": self.dropout,
+            "epsilon": self.epsilon,
+            "kernel_initializer": (
+                None if self.kernel_initializer is None
+                else keras.initializers.serialize(self.kernel_initializer)),
+        })
+        return config
