@@ -56,8 +56,9 @@ def build_parser():
                        "training data (default); test: the official "
                        "protocol, test set as validation.")
     train.add_argument("--no-reconstruction", dest="reconstruction",
-                       action="store_false",
-                       help="Train without the decoder.")
+                       action="store_false", default=None,
+                       help="Train without the decoder (models that have "
+                       "one train with it by default).")
     train.add_argument("--deterministic", action="store_true",
                        help="Enable TensorFlow op determinism.")
     train.add_argument("--backup-frequency", type=_positive_int, default=500,

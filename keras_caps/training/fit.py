@@ -41,7 +41,7 @@ PROTOCOLS = {
 
 def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
           epochs=None, batch_size=None, precision="float32", strategy="auto",
-          data_dir=None, seed=42, validation="holdout", reconstruction=True,
+          data_dir=None, seed=42, validation="holdout", reconstruction=None,
           deterministic=False, steps_per_epoch=None, backup_frequency=500,
           verbose="auto", dataset_options=None):
     """Trains, selects on validation, tests, saves and exports one model.
@@ -60,7 +60,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         seed: int. Seeds weights, shuffling, augmentation and splits.
         validation: str. `"holdout"` (select on held-out training data) or
             `"test"` (the official protocol).
-        reconstruction: bool. Train with the decoder.
+        reconstruction: bool. Train with the decoder. Defaults to `None`:
+            with the decoder when the model has one.
         deterministic: bool. Enable TensorFlow op determinism.
         steps_per_epoch: int. Limit the steps of each epoch (short runs).
         backup_frequency: int. Steps between crash-recovery backups.
@@ -77,6 +78,13 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("validation", validation, PROTOCOLS)
     preset = recipe.get_preset(dataset)
+    if reconstruction is None:
+        reconstruction = recipe.has_decoder
+    elif reconstruction and not recipe.has_decoder:
+        raise ValueError(
+            f"The {model!r} model has no reconstruction decoder: train it "
+            "with reconstruction=False (--no-reconstruction). Received: "
+            "reconstruction=True")
     epochs = preset["epochs"] if epochs is None else epochs
     batch_size = preset["batch_size"] if batch_size is None else batch_size
     dataset_options = {

@@ -26,12 +26,16 @@ class ModelRecipe:
             the model's recipe passes to `keras_caps.datasets.load` (e.g.
             CapsNet's shift augmentation); the options a user passes win.
             `None` (default) keeps the loaders' defaults.
+        has_decoder: bool. Whether the model can train with a
+            reconstruction decoder; it is then the default. Defaults to
+            `True`.
     """
 
     builder: Callable
     get_preset: Callable
     learning_rate_schedule: Callable
     dataset_options: Callable | None = None
+    has_decoder: bool = True
 
 
 MODELS = {
@@ -44,6 +48,7 @@ MODELS = {
         builder=vector_routing_capsnet.VectorRoutingCapsNet,
         get_preset=vector_routing_capsnet.get_preset,
         learning_rate_schedule=vector_routing_capsnet.learning_rate_schedule,
+        has_decoder=False,
     ),
     "capsnet": ModelRecipe(
         builder=capsnet.CapsNet,

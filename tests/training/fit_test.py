@@ -169,3 +169,9 @@ def test_short_real_mnist_run_reaches_97_percent(tmp_path):
         epochs=1, batch_size=32, steps_per_epoch=1000, verbose=0)
     assert record["test"]["length_accuracy"] >= 0.97, record
     assert np.isfinite(record["test"]["loss"])
+
+
+def test_reconstruction_defaults_to_the_model_and_rejects_a_missing_decoder():
+    with pytest.raises(ValueError, match="has no reconstruction decoder"):
+        training.train("vector_routing_capsnet", "mnist",
+                       output_dir="unused", reconstruction=True)
