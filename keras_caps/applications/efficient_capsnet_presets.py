@@ -1,4 +1,4 @@
-"""Per-dataset settings of Efficient-CapsNet (spec: efficient_capsnet.md §1-§9).
+"""Per-dataset settings of Efficient-CapsNet (efficient_capsnet.md §1-§9).
 
 Architecture variants are data. Each stem entry is one convolution block:
 `filters`, `kernel_size`, `strides`. `stem_block` names the block pattern:

@@ -13,7 +13,7 @@ AGREEMENT_SCALES = ("output_dim", "input_dim")
 
 @keras_caps_export("keras_caps.layers.FCCaps")
 class FCCaps(keras.layers.Layer):
-    """Fully connected capsule layer with Efficient-CapsNet self-attention routing.
+    """Fully connected capsules with Efficient-CapsNet self-attention routing.
 
     Each input capsule `i` votes for every output capsule `j` through its
     own matrix. A vote's weight comes from how well it agrees with all the
@@ -26,7 +26,7 @@ class FCCaps(keras.layers.Layer):
     votes[j, i]     = inputs[i] @ kernel[j, i]                    # (D_out,)
     agreement[j, i] = <votes[j, i], sum_k votes[j, k]> / sqrt(D)
     couplings[:, i] = softmax(agreement[:, i])                    # over j
-    outputs[j]      = squash(sum_i (couplings[j, i] + prior[j, i]) * votes[j, i])
+    outputs[j] = squash(sum_i (couplings[j, i] + prior[j, i]) * votes[j, i])
     ```
 
     `D` is the output capsule dimension, as in the official code, or the

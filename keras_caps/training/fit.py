@@ -101,6 +101,12 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     try:
         distribution = get_strategy(strategy)
         chief = is_chief(distribution)
+        builder_kwargs = {"reconstruction": reconstruction}
+        if preset["input_scaling"] == "standardize":
+            statistics = datasets.smallnorb.training_statistics(
+                data_dir=data_dir, seed=seed, validation=validation)
+            builder_kwargs["input_statistics"] = statistics
+            dataset_options.setdefault("statistics", statistics)
         splits = {
             split: datasets.load(
                 dataset, split, batch_size=batch_size, data_dir=data_dir,
@@ -108,31 +114,17 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
                 reconstruction=reconstruction, **dataset_options)
             for split in ("train", "validation", "test")
         }
-        builder_kwargs = {"reconstruction": reconstruction}
-        if preset["input_scaling"] == "standardize":
-            builder_kwargs["input_statistics"] = (
-                datasets.smallnorb.training_statistics(
-                    data_dir=data_dir, seed=seed, validation=validation))
         with distribution.scope():
             network = recipe.builder(dataset, **builder_kwargs)
         _check_labels_match(network, splits["train"])
 
+        # Only the chief writes; other workers write to a scratch folder.
         work_dir = output_dir if chief else tempfile.mkdtemp()
-        best_path = os.path.join(work_dir, "checkpoints", "best.keras")
-        checkpoint = BestCheckpoint(best_path)
-        callbacks = [
-            keras.callbacks.BackupAndRestore(
-                os.path.join(work_dir, "backup"),
-                save_freq=backup_frequency, double_checkpoint=True),
-            checkpoint,
-            keras.callbacks.CSVLogger(os.path.join(work_dir, "history.csv"),
-                                      append=True),
-            keras.callbacks.TensorBoard(os.path.join(work_dir, "logs")),
-        ]
-        schedule = recipe.learning_rate_schedule(dataset)
-        if schedule is not None:
-            callbacks.append(keras.callbacks.LearningRateScheduler(schedule))
         os.makedirs(work_dir, exist_ok=True)
+        checkpoint = BestCheckpoint(
+            os.path.join(work_dir, "checkpoints", "best.keras"))
+        callbacks = _callbacks(work_dir, checkpoint, backup_frequency,
+                               recipe.learning_rate_schedule(dataset))
         start = time.time()
         network.fit(splits["train"], validation_data=splits["validation"],
                     epochs=epochs, steps_per_epoch=steps_per_epoch,
@@ -140,8 +132,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
                     shuffle=False)  # The pipeline shuffles each epoch.
         train_seconds = time.time() - start
 
-        if os.path.exists(best_path):
-            network.load_weights(best_path)
+        if os.path.exists(checkpoint.path):
+            network.load_weights(checkpoint.path)  # The selected model.
         test_metrics = network.evaluate(splits["test"], return_dict=True,
                                         verbose=0)
         record = {
@@ -163,20 +155,36 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             "hardware": describe_hardware(),
             "versions": {"keras": keras.__version__,
                          "tensorflow": tf.__version__},
-            "test": {key: float(value) for key, value in
-                     test_metrics.items()},
+            "test": {key: float(value)
+                     for key, value in test_metrics.items()},
         }
         if chief:
-            save_model_atomically(network, os.path.join(output_dir, "model.keras"))
+            save_model_atomically(network,
+                                  os.path.join(output_dir, "model.keras"))
             export_inference_model(network,
                                    os.path.join(output_dir, "export"),
                                    reconstruction=reconstruction)
             write_json_atomically(os.path.join(output_dir, "metrics.json"),
-                               record)
+                                  record)
         logging.info("Test metrics: %s", json.dumps(record["test"]))
         return record
     finally:
         keras.config.set_dtype_policy(previous_policy)
+
+
+def _callbacks(work_dir, checkpoint, backup_frequency, schedule):
+    callbacks = [
+        keras.callbacks.BackupAndRestore(
+            os.path.join(work_dir, "backup"), save_freq=backup_frequency,
+            double_checkpoint=True),
+        checkpoint,
+        keras.callbacks.CSVLogger(os.path.join(work_dir, "history.csv"),
+                                  append=True),
+        keras.callbacks.TensorBoard(os.path.join(work_dir, "logs")),
+    ]
+    if schedule is not None:
+        callbacks.append(keras.callbacks.LearningRateScheduler(schedule))
+    return callbacks
 
 
 def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
