@@ -1,5 +1,8 @@
+import os
+
 import keras
 import numpy as np
+import pytest
 from absl.testing import parameterized
 
 from keras_caps.layers import InvertedAttentionRouting
@@ -482,3 +485,20 @@ class InvertedAttentionRoutingTest(TestCase):
         with self.assertRaisesRegex(ValueError, "layers\\[0\\].*its inputs"
                                     ".*5-D capsule map"):
             stack.build((None, 5, 4))
+
+    @pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                        reason="SavedModel export needs TensorFlow")
+    def test_saved_model_export(self):
+        import tensorflow as tf
+
+        inputs = keras.Input((7, 6, 2, 4))
+        outputs = _three_layer_stack(num_iterations=3)(inputs)
+        model = keras.Model(inputs, outputs)
+        path = os.path.join(self.get_temp_dir(), "exported")
+        model.export(path, format="tf_saved_model", verbose=False)
+        loaded = tf.saved_model.load(path)
+        rng = np.random.default_rng(8)
+        for batch in (1, 3):
+            x = rng.normal(size=(batch, 7, 6, 2, 4)).astype("float32")
+            self.assertAllClose(loaded.serve(x), model(x), atol=1e-5,
+                                rtol=1e-5)
