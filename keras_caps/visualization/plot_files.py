@@ -1,0 +1,118 @@
+"""`keras-caps plot`: figures of a saved model written as PNG files."""
+
+import logging
+import os
+
+import numpy as np
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.visualization import _figures
+
+PLOT_KINDS = ("reconstructions", "perturbation", "routing", "credit",
+              "curves")
+
+
+@keras_caps_export("keras_caps.visualization.plot_to_file")
+def plot_to_file(kind, output, *, model_path=None, log_path=None,
+                 dataset="mnist", data_dir=None, num_images=10, index=0,
+                 class_index=None, layer_names=None, dpi=100,
+                 dataset_options=None):
+    """Draws one figure of a saved model (or a training log) to a PNG file.
+
+    The figures are those of `keras_caps.visualization`, on the first
+    images of the dataset's test split:
+
+    - `"reconstructions"`: `plot_reconstructions` of `num_images` images;
+    - `"perturbation"`: `plot_capsule_perturbations` of test image `index`;
+    - `"routing"`: `plot_routing_maps` of test image `index`;
+    - `"credit"`: `plot_credit_overlays` of `num_images` images;
+    - `"curves"`: `plot_training_curves` of `log_path` (defaults to the
+      `history.csv` beside `model_path`).
+
+    Args:
+        kind: str. One of `PLOT_KINDS`.
+        output: str. The PNG file to write (folders are created).
+        model_path: str. A `.keras` model. Needed for all kinds but
+            `"curves"`.
+        log_path: str. The CSV log, for `"curves"`.
+        dataset: str. A `keras_caps.datasets` name. Defaults to `"mnist"`.
+        data_dir: str. Local data folder, see `keras_caps.datasets.load`.
+        num_images: int. Defaults to `10`.
+        index: int. Test image for `"perturbation"` and `"routing"`.
+            Defaults to `0`.
+        class_index: int. Class for `"perturbation"` and `"credit"`.
+            Defaults to `None`: the predicted class.
+        layer_names: list of str. Routing layers for `"routing"`. Defaults
+            to `None`: all.
+        dpi: int. Defaults to `100`.
+        dataset_options: dict of dataset-specific loader options.
+
+    Returns:
+        `output`.
+    """
+    if kind not in PLOT_KINDS:
+        raise ValueError(
+            f"Unknown plot `kind`. Expected one of {list(PLOT_KINDS)}. "
+            f"Received: kind={kind!r}")
+    _figures.require_matplotlib()
+    from keras_caps import visualization
+
+    if kind == "curves":
+        if log_path is None:
+            if model_path is None:
+                raise ValueError(
+                    "The `curves` plot needs a training log: pass "
+                    "`--log` (or `--model-path`, whose folder holds "
+                    "history.csv). Received: neither")
+            log_path = os.path.join(os.path.dirname(model_path) or ".",
+                                    "history.csv")
+        figure = visualization.plot_training_curves(log_path)
+    else:
+        model = _load_model(model_path)
+        count = index + 1 if kind in ("perturbation", "routing") else (
+            num_images)
+        images, labels = _test_images(dataset, count, data_dir,
+                                      dataset_options or {})
+        if kind == "reconstructions":
+            figure = visualization.plot_reconstructions(
+                model, images, labels=labels)
+        elif kind == "perturbation":
+            figure = visualization.plot_capsule_perturbations(
+                model, images[index], class_index=class_index)
+        elif kind == "routing":
+            figure = visualization.plot_routing_maps(
+                model, images[index], layer_names=layer_names)
+        else:
+            figure = visualization.plot_credit_overlays(
+                model, images, class_index=class_index)
+    folder = os.path.dirname(output)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    figure.savefig(output, dpi=dpi, format="png")
+    logging.info("Wrote the %s figure to %s", kind, output)
+    return output
+
+
+def _load_model(model_path):
+    import keras
+
+    if model_path is None or not os.path.exists(model_path):
+        raise ValueError("No model at `--model-path`. Received: "
+                         f"{model_path!r}")
+    return keras.saving.load_model(model_path)
+
+
+def _test_images(dataset, count, data_dir, options):
+    """The first `count` test images (raw pixels) and their labels."""
+    from keras_caps import datasets
+
+    batches = datasets.load(dataset, "test", batch_size=count,
+                            training=False, data_dir=data_dir,
+                            reconstruction=False, **options)
+    images, labels = next(iter(batches.take(1)))
+    images, labels = np.asarray(images), np.asarray(labels)
+    if len(images) < count:
+        raise ValueError(
+            f"The {dataset!r} test split has only {len(images)} images. "
+            f"Received: a request for {count} images")
+    return images, (labels if labels.ndim == 2 else None)

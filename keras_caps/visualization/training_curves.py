@@ -1,0 +1,100 @@
+"""Loss and accuracy per epoch from the training command's CSV log."""
+
+import csv
+import os
+
+import numpy as np
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.visualization import _figures
+
+
+@keras_caps_export("keras_caps.visualization.read_training_log")
+def read_training_log(path):
+    """Reads a Keras `CSVLogger` file, such as `keras-caps train`'s.
+
+    Args:
+        path: str. The CSV file (`history.csv` in a run's output folder).
+
+    Returns:
+        dict mapping each column name to a float64 array, one value per
+        epoch (empty cells are NaN).
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"No training log at {path!r}. `keras-caps train` writes "
+            "`history.csv` in its output folder.")
+    with open(path, newline="") as file:
+        rows = list(csv.DictReader(file))
+    if not rows:
+        raise ValueError(
+            f"The training log {path!r} holds no epochs. Received: a file "
+            "with a header only, or an empty file")
+    return {name: np.array([_to_float(row[name]) for row in rows])
+            for name in rows[0]}
+
+
+@keras_caps_export("keras_caps.visualization.plot_training_curves")
+def plot_training_curves(log, metrics=None):
+    """Draws training and validation curves, one panel per metric.
+
+    Args:
+        log: A path to a CSV log (see `read_training_log`), or a dict of
+            per-epoch values such as `history.history` from `model.fit`.
+        metrics: list of str, metric names without the `val_` prefix.
+            Defaults to `None`: `"loss"` and every metric whose name
+            contains `"accuracy"`.
+
+    Returns:
+        A `matplotlib.figure.Figure` with one axes per metric; in each,
+        the first line is the training metric and the second (when the log
+        has it) the validation metric, against the epoch (1-based).
+
+    Example:
+
+    >>> figure = keras_caps.visualization.plot_training_curves(
+    ...     {"loss": [0.5, 0.3], "val_loss": [0.4, 0.35]})
+    >>> figure.axes[0].lines[1].get_ydata().tolist()
+    [0.4, 0.35]
+    """
+    _figures.require_matplotlib()
+    if isinstance(log, (str, os.PathLike)):
+        log = read_training_log(log)
+    log = {name: np.asarray(values, dtype="float64")
+           for name, values in log.items()}
+    names = [name for name in log
+             if not name.startswith("val_") and name != "epoch"]
+    if metrics is None:
+        metrics = [name for name in names if name == "loss"]
+        metrics += [name for name in names if "accuracy" in name]
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    missing = [name for name in metrics if name not in log]
+    if not metrics or missing:
+        raise ValueError(
+            f"The log has no metric {missing or metrics}. Expected some of "
+            f"{names}. Received: metrics={metrics!r}")
+    num_epochs = len(log[metrics[0]])
+    epochs = (log["epoch"] + 1 if "epoch" in log
+              else np.arange(1, num_epochs + 1, dtype="float64"))
+    figure = _figures.new_figure(3.6 * len(metrics), 2.8)
+    for index, name in enumerate(metrics, start=1):
+        axes = figure.add_subplot(1, len(metrics), index)
+        axes.plot(epochs, log[name], marker="o", markersize=3,
+                  label="training")
+        if f"val_{name}" in log:
+            axes.plot(epochs, log[f"val_{name}"], marker="o", markersize=3,
+                      label="validation")
+        axes.set_title(name, fontsize=9)
+        axes.set_xlabel("epoch", fontsize=8)
+        axes.tick_params(labelsize=7)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    return figure
+
+
+def _to_float(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")

@@ -1,0 +1,135 @@
+import inspect
+
+import keras
+import numpy as np
+from absl.testing import parameterized
+
+from keras_caps import layers
+from keras_caps import visualization
+from keras_caps.testing import TestCase
+from tests.visualization import tiny_models
+
+# A tiny model for each routing layer of the package whose call takes
+# `return_couplings`; `test_every_routing_layer_is_covered` fails when a new
+# one is added without an entry here.
+_CHILDREN = {"inputs": (6, 4)}  # 6 child capsules of dimension 4
+
+
+def _fully_connected(make_layer):
+    def build():
+        keras.utils.set_random_seed(1)
+        children = keras.Input(_CHILDREN["inputs"], name="capsules")
+        parents = make_layer()(children)
+        return keras.Model(children, layers.Length(name="length")(parents))
+    return build
+
+
+_ROUTING_MODELS = {
+    "FCCaps": _fully_connected(
+        lambda: layers.FCCaps(3, 4, name="routing")),
+    "DynamicRouting": _fully_connected(
+        lambda: layers.DynamicRouting(3, 4, name="routing")),
+    "InvertedAttentionRouting": _fully_connected(
+        lambda: layers.InvertedAttentionRouting(3, 4, name="routing")),
+}
+
+
+def _routing_classes():
+    return sorted(
+        name for name, value in vars(layers).items()
+        if inspect.isclass(value) and issubclass(value, keras.layers.Layer)
+        and "return_couplings" in inspect.signature(value.call).parameters)
+
+
+class RoutingMapsTest(TestCase):
+    def test_every_routing_layer_is_covered(self):
+        self.assertContainsSubset(["DynamicRouting", "FCCaps"],
+                                  _routing_classes())
+        self.assertContainsSubset(_routing_classes(), _ROUTING_MODELS)
+
+    @parameterized.named_parameters(
+        (name, name) for name in _routing_classes())
+    def test_heatmap_is_the_layers_couplings(self, name):
+        model = _ROUTING_MODELS[name]()
+        inputs = np.random.default_rng(0).normal(
+            size=_CHILDREN["inputs"]).astype("float32")
+        self.assertEqual(visualization.routing_layer_names(model),
+                         ["routing"])
+        figure = visualization.plot_routing_maps(model, inputs)
+        tiny_models.check_png(self, figure,
+                              self.get_temp_dir() + f"/{name}.png")
+
+        # By hand: the layer on the input, asking for its couplings.
+        _, couplings = model.get_layer("routing")(
+            inputs[None], return_couplings=True)
+        shown = figure.axes[0].images[0].get_array()
+        self.assertEqual(shown.shape, (3, 6))  # parents x children
+        self.assertAllClose(shown, np.asarray(couplings)[0], atol=1e-6)
+        self.assertAllClose(shown.sum(axis=0), np.ones(6), atol=1e-5)
+
+    def test_efficient_capsnet_style_model(self):
+        for routing in ("fc_caps", "dynamic_routing"):
+            model = tiny_models.tiny_capsnet(routing=routing)
+            image = tiny_models.random_images(1, (12, 12, 1))
+            couplings = visualization.routing_couplings(model, image)
+            children = keras.Model(model.input["image"],
+                                   model.get_layer("primary_caps").output)(
+                image)
+            _, expected = model.get_layer("digit_caps")(
+                children, return_couplings=True)
+            self.assertAllClose(couplings, np.asarray(expected)[0],
+                                atol=1e-6)
+            self.assertEqual(couplings.shape, (3, 4))
+
+    def test_one_panel_per_routing_layer(self):
+        keras.utils.set_random_seed(2)
+        children = keras.Input((6, 4))
+        hidden = layers.DynamicRouting(5, 4, name="first")(children)
+        parents = layers.FCCaps(3, 4, name="second")(hidden)
+        model = keras.Model(children, parents)
+        inputs = np.random.default_rng(1).normal(size=(6, 4))
+        figure = visualization.plot_routing_maps(model, inputs)
+        heatmaps = [axes for axes in figure.axes if axes.images
+                    and axes.get_title()]
+        self.assertEqual([axes.get_title() for axes in heatmaps],
+                         ["first: 6 children -> 5 parents",
+                          "second: 5 children -> 3 parents"])
+        self.assertAllClose(
+            heatmaps[1].images[0].get_array(),
+            visualization.routing_couplings(model, inputs, "second"))
+        only = visualization.plot_routing_maps(model, inputs,
+                                               layer_names="first")
+        self.assertEqual(only.axes[0].get_title(),
+                         "first: 6 children -> 5 parents")
+
+    def test_convolutional_routing_shows_one_window(self):
+        if not hasattr(layers, "InvertedAttentionRouting"):
+            self.skipTest("no convolutional routing layer")
+        keras.utils.set_random_seed(3)
+        capsule_map = keras.Input((5, 5, 2, 4))
+        layer = layers.InvertedAttentionRouting(3, 4, kernel_size=3,
+                                                name="routing")
+        model = keras.Model(capsule_map, layer(capsule_map))
+        inputs = np.random.default_rng(2).normal(size=(1, 5, 5, 2, 4))
+        _, couplings = layer(inputs.astype("float32"), return_couplings=True)
+        couplings = np.asarray(couplings)[0]  # (3, 3, parents, 3, 3, 2)
+        middle = visualization.routing_couplings(model, inputs)
+        self.assertAllClose(middle, couplings[1, 1].reshape(3, 18),
+                            atol=1e-6)
+        corner = visualization.routing_couplings(model, inputs,
+                                                 position=(0, 2))
+        self.assertAllClose(corner, couplings[0, 2].reshape(3, 18),
+                            atol=1e-6)
+        self.assertAllClose(corner.sum(axis=0), np.ones(18), atol=1e-5)
+        with self.assertRaisesRegex(ValueError, "inside the 3x3 output"):
+            visualization.routing_couplings(model, inputs, position=(3, 0))
+
+    def test_clear_errors(self):
+        model = tiny_models.tiny_vector_routing_model()
+        with self.assertRaisesRegex(ValueError, "no routing layer"):
+            visualization.plot_routing_maps(model, np.zeros((8, 12, 1)))
+        capsnet = tiny_models.tiny_capsnet()
+        with self.assertRaisesRegex(ValueError, r"Expected one of "
+                                    r"\['digit_caps'\]"):
+            visualization.routing_couplings(capsnet, np.zeros((12, 12, 1)),
+                                            layer_name="length")
