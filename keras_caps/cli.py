@@ -7,6 +7,9 @@ Examples:
         --dataset mnist --data-dir ../shared/data/mnist
     keras-caps export --model-path runs/efficient_capsnet_mnist/model.keras \
         --export-dir exported/mnist
+    keras-caps plot reconstructions \
+        --model-path runs/efficient_capsnet_mnist/model.keras \
+        --data-dir ../shared/data/mnist --output reconstructions.png
 """
 
 import argparse
@@ -23,6 +26,7 @@ def build_parser():
     from keras_caps.training import MODELS
     from keras_caps.training import PRECISIONS
     from keras_caps.training import STRATEGIES
+    from keras_caps.visualization import PLOT_KINDS
 
     parser = argparse.ArgumentParser(
         prog="keras-caps",
@@ -82,6 +86,40 @@ def build_parser():
     export.add_argument("--export-dir", required=True)
     export.add_argument("--reconstruction", action="store_true",
                         help="Also serve the reconstruction.")
+
+    plot = commands.add_parser(
+        "plot", help="Draw a figure of a saved model (or of a training "
+        "log) as a PNG file. Needs matplotlib: pip install "
+        "\"keras-caps[plot]\".")
+    plot.add_argument("kind", choices=PLOT_KINDS,
+                      help="reconstructions: test images and their "
+                      "reconstructions; perturbation: the predicted class "
+                      "capsule decoded with each dimension shifted; "
+                      "routing: coupling coefficients of the routing "
+                      "layers; credit: VectorRouting credit over the "
+                      "images; curves: loss and accuracy per epoch.")
+    plot.add_argument("--model-path", default=None,
+                      help="The saved .keras model (every kind but "
+                      "curves).")
+    plot.add_argument("--log", default=None,
+                      help="curves: the CSV log. Defaults to history.csv "
+                      "beside --model-path.")
+    plot.add_argument("--dataset", default="mnist", choices=sorted(DATASETS))
+    _add_data_arguments(plot)
+    plot.add_argument("--num-images", type=_positive_int, default=10,
+                      help="reconstructions, credit: how many test images.")
+    plot.add_argument("--index", type=_non_negative_int, default=0,
+                      help="perturbation, routing: which test image.")
+    plot.add_argument("--class-index", type=_non_negative_int, default=None,
+                      help="perturbation, credit: the class. Defaults to "
+                      "the predicted one.")
+    plot.add_argument("--layer", dest="layers", action="append",
+                      default=None,
+                      help="routing: a routing layer to draw (repeatable). "
+                      "Defaults to all.")
+    plot.add_argument("--output", default=None,
+                      help="The PNG file. Defaults to <kind>.png.")
+    plot.add_argument("--dpi", type=_positive_int, default=100)
     return parser
 
 
@@ -127,6 +165,22 @@ def _run(args):
 
             write_json_atomically(args.output, record)
         print(json.dumps(record, indent=2, sort_keys=True))
+    elif args.command == "plot":
+        from keras_caps.visualization import plot_to_file
+
+        output = args.output or f"{args.kind}.png"
+        try:
+            plot_to_file(
+                args.kind, output, model_path=args.model_path,
+                log_path=args.log, dataset=args.dataset,
+                data_dir=args.data_dir, num_images=args.num_images,
+                index=args.index, class_index=args.class_index,
+                layer_names=args.layers, dpi=args.dpi,
+                dataset_options=options)
+        except ImportError as error:  # matplotlib is an optional extra.
+            print(f"keras-caps plot: error: {error}", file=sys.stderr)
+            return 2
+        print(f"Wrote {output}")
     else:
         import keras
 
@@ -150,6 +204,18 @@ def _add_data_arguments(parser):
     parser.add_argument("--partners-per-digit", type=_positive_int,
                         default=None,
                         help="MultiMNIST test partners per digit (1000).")
+
+
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer, received {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer, received {text!r}")
+    return value
 
 
 def _positive_int(text):
