@@ -1,6 +1,5 @@
 """`keras-caps plot`: figures of a saved model written as PNG files."""
 
-import logging
 import os
 
 import numpy as np
@@ -89,7 +88,6 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
     if folder:
         os.makedirs(folder, exist_ok=True)
     figure.savefig(output, dpi=dpi, format="png")
-    logging.info("Wrote the %s figure to %s", kind, output)
     return output
 
 

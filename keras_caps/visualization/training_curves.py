@@ -77,6 +77,8 @@ def plot_training_curves(log, metrics=None):
     num_epochs = len(log[metrics[0]])
     epochs = (log["epoch"] + 1 if "epoch" in log
               else np.arange(1, num_epochs + 1, dtype="float64"))
+    from matplotlib.ticker import MaxNLocator
+
     figure = _figures.new_figure(3.6 * len(metrics), 2.8)
     for index, name in enumerate(metrics, start=1):
         axes = figure.add_subplot(1, len(metrics), index)
@@ -87,6 +89,7 @@ def plot_training_curves(log, metrics=None):
                       label="validation")
         axes.set_title(name, fontsize=9)
         axes.set_xlabel("epoch", fontsize=8)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.tick_params(labelsize=7)
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7)
