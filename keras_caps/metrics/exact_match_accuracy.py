@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.metrics.multi_digit_accuracy import multi_digit_accuracy
 from keras_caps.validation import check_positive_int
 
 
@@ -31,13 +32,9 @@ def exact_match_accuracy(y_true, y_pred, num_digits=2):
     >>> keras.ops.convert_to_numpy(accuracy).tolist()
     [1.0]
     """
-    num_digits = check_positive_int("num_digits", num_digits)
-    y_pred = ops.convert_to_tensor(y_pred)
-    y_true = ops.convert_to_tensor(y_true)
-    matches = ops.sum(
-        _top_k_mask(y_true, num_digits) * _top_k_mask(y_pred, num_digits),
-        axis=-1)
-    return ops.cast(matches >= float(num_digits), "float32")
+    # All digits found is a per-digit accuracy of exactly 1.
+    per_digit = multi_digit_accuracy(y_true, y_pred, num_digits=num_digits)
+    return ops.cast(per_digit >= 1.0, "float32")
 
 
 @keras_caps_export("keras_caps.metrics.ExactMatchAccuracy")
@@ -79,10 +76,3 @@ class ExactMatchAccuracy(keras.metrics.MeanMetricWrapper):
         return {"num_digits": self.num_digits, "name": self.name,
                 "dtype": self.dtype}
 
-
-def _top_k_mask(scores, k):
-    """1.0 at the `k` highest scores of each row, 0.0 elsewhere."""
-    num_classes = scores.shape[-1]
-    _, indices = ops.top_k(scores, k=k)
-    return ops.sum(ops.one_hot(indices, num_classes, dtype="float32"),
-                   axis=-2)
