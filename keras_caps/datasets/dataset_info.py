@@ -44,4 +44,10 @@ DATASETS = {
     "multi_mnist": DatasetInfo(input_shape=(36, 36, 1), num_classes=10,
                                num_train=60000, num_validation=6000,
                                num_test=10000),
+    "cifar10": DatasetInfo(input_shape=(32, 32, 3), num_classes=10,
+                           num_train=50000, num_validation=5000,
+                           num_test=10000),
+    "cifar100": DatasetInfo(input_shape=(32, 32, 3), num_classes=100,
+                            num_train=50000, num_validation=5000,
+                            num_test=10000),
 }

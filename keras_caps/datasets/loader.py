@@ -2,6 +2,7 @@
 
 import inspect
 
+from keras_caps.datasets import cifar
 from keras_caps.datasets import fashion_mnist
 from keras_caps.datasets import mnist
 from keras_caps.datasets import multi_mnist
@@ -12,6 +13,8 @@ _LOADERS = {
     "fashion_mnist": fashion_mnist.load,
     "smallnorb": smallnorb.load,
     "multi_mnist": multi_mnist.load,
+    "cifar10": cifar.load_cifar10,
+    "cifar100": cifar.load_cifar100,
 }
 _COMMON_ARGUMENTS = ("split", "batch_size", "training", "data_dir", "seed",
                      "validation", "reconstruction", "shuffle_buffer_size")
@@ -45,13 +48,13 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
 
     Data comes from `data_dir` (or `$KERAS_CAPS_DATA_DIR`): the four IDX
     files for mnist, fashion_mnist and multi_mnist, a TFDS data directory
-    for smallnorb. Otherwise from prepared TFDS datasets; nothing is ever
-    downloaded, and missing data fails at once, saying how to point at
-    local files.
+    for smallnorb, cifar10 and cifar100. Otherwise from prepared TFDS
+    datasets; nothing is ever downloaded, and missing data fails at once,
+    saying how to point at local files.
 
     Args:
         dataset: str. One of `"mnist"`, `"fashion_mnist"`, `"smallnorb"`,
-            `"multi_mnist"`.
+            `"multi_mnist"`, `"cifar10"`, `"cifar100"`.
         split: str. `"train"`, `"validation"` or `"test"`.
         batch_size: int. The global batch size.
         training: bool or `None`. Shuffle and augment. Defaults to
@@ -63,8 +66,8 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
             `True`.
         shuffle_buffer_size: int or `None`. Defaults to the split size.
         **options: Dataset-specific options: `augment` (mnist,
-            fashion_mnist, smallnorb), `augmentation` (mnist,
-            fashion_mnist), `statistics` (smallnorb), `shift`,
+            fashion_mnist, smallnorb, cifar10, cifar100), `augmentation`
+            (mnist, fashion_mnist), `statistics` (smallnorb), `shift`,
             `partners_per_digit` and `pairs_per_epoch` (multi_mnist).
 
     Returns:
