@@ -219,7 +219,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
 
     def call(self, inputs, parents=None, training=None,
              return_couplings=False):
-        votes = self._votes(inputs)  # (b, x, j, i, z)
+        votes = self._votes(inputs)  # lazy (b, x, j, i, z)
         if parents is None:
             state, couplings = self._route(votes, None, training)
             for _ in range(self.num_iterations - 1):
@@ -233,8 +233,11 @@ class InvertedAttentionRouting(keras.layers.Layer):
         if not return_couplings:
             return outputs
         if couplings is None:
-            couplings = ops.ones_like(votes[..., 0]) * (
-                1.0 / self.num_capsules)
+            # Uniform first pass: (b, x, 1, i) ones times (1, 1, j, 1).
+            ones = ops.expand_dims(ops.ones_like(votes.children[..., 0]), 2)
+            couplings = ones * ops.full(
+                (1, 1, self.num_capsules, 1), 1.0 / self.num_capsules,
+                dtype=ones.dtype)
         return outputs, self._public_couplings(couplings)
 
     # --- Routing core, shared with `InvertedAttentionRoutingStack` -------
@@ -244,7 +247,18 @@ class InvertedAttentionRouting(keras.layers.Layer):
     # s: pose side, a: input dim, z: output dim (capsule_dim).
 
     def _votes(self, inputs):
-        children = self._windows(inputs)  # (b, x, i, a)
+        """The votes of `inputs`, materialised only when first needed.
+
+        A pass with uniform couplings needs only the sum of the votes over
+        the children, which `_uniform_sum` computes straight from the
+        children and the kernel (a single matrix product, like a
+        convolution) without the `(b, x, j, i, z)` votes; with two
+        concurrent iterations the convolutional layers of a stack never
+        need more (routing.md §2.8 item 7).
+        """
+        return _LazyVotes(self, self._windows(inputs))
+
+    def _materialize_votes(self, children):
         num_positions, num_children = self._num_positions, self._num_children
         kernel = ops.cast(self.kernel, children.dtype)
         if self.pose == "matrix":
@@ -270,11 +284,15 @@ class InvertedAttentionRouting(keras.layers.Layer):
         """One pass: `(new parents (b, x, j, z), couplings (b, x, j, i))`.
 
         `parents=None` is the uniform first pass; its couplings are `None`.
+        `votes` is what `_votes` returns.
         """
+        dtype = votes.dtype
         if parents is None:
             couplings = None
-            weighted = ops.sum(votes, axis=3) * (1.0 / self.num_capsules)
+            weighted = self._uniform_sum(votes.children) * (
+                1.0 / self.num_capsules)
         else:
+            votes = votes.tensor()
             # (b, x, j, i, z) @ (b, x, j, z, 1) -> (b, x, j, i)
             agreement = ops.squeeze(
                 ops.matmul(votes, ops.expand_dims(parents, -1)), -1)
@@ -286,8 +304,29 @@ class InvertedAttentionRouting(keras.layers.Layer):
         if self.dropout_layer is not None:
             weighted = self.dropout_layer(weighted, training=training)
         if self.layer_norm is not None:
-            weighted = ops.cast(self.layer_norm(weighted), votes.dtype)
+            weighted = ops.cast(self.layer_norm(weighted), dtype)
         return weighted, couplings
+
+    def _uniform_sum(self, children):
+        """`sum_i votes[b, x, j, i]` without the votes: `(b, x, j, z)`."""
+        num_positions, num_children = self._num_positions, self._num_children
+        kernel = ops.cast(self.kernel, children.dtype)
+        if self.pose == "matrix":
+            side = self._pose_side
+            children = ops.reshape(
+                children, (-1, num_positions, num_children, side, side))
+            kernel = ops.reshape(
+                kernel, (num_children, side, side, self.num_capsules))
+            # sum_i pose[i] @ kernel[i, :, :, j]: one matrix product
+            # contracting (i, k), i.e. a convolution over the window.
+            total = ops.einsum("bxirk,iktj->bxjrt", children, kernel)
+        else:
+            kernel = ops.reshape(
+                kernel, (num_children, -1, self.num_capsules,
+                         self.capsule_dim))
+            total = ops.einsum("bxia,iajz->bxjz", children, kernel)
+        return ops.reshape(total, (-1, num_positions, self.num_capsules,
+                                   self.capsule_dim))
 
     def _windows(self, inputs):
         """Children per output position: `(b, x, i, a)`, i = (p, q, type)."""
@@ -429,3 +468,22 @@ class InvertedAttentionRouting(keras.layers.Layer):
                 else keras.initializers.serialize(self.kernel_initializer)),
         })
         return config
+
+
+class _LazyVotes:
+    """The votes of one layer call: the children, and the votes on demand.
+
+    `tensor()` materialises the `(b, x, j, i, z)` votes once and keeps them,
+    so several agreement passes over the same children share them.
+    """
+
+    def __init__(self, layer, children):
+        self.layer = layer
+        self.children = children  # (b, x, i, a)
+        self.dtype = children.dtype
+        self._tensor = None
+
+    def tensor(self):
+        if self._tensor is None:
+            self._tensor = self.layer._materialize_votes(self.children)
+        return self._tensor
