@@ -7,6 +7,9 @@ from keras_caps.applications.efficient_capsnet_presets import (
     EFFICIENT_CAPSNET_PRESETS,
 )
 from keras_caps.applications.inference_model import inference_model
+from keras_caps.applications.inverted_attention_capsnet import (
+    InvertedAttentionCapsNet,
+)
 from keras_caps.applications.vector_routing_capsnet import VectorRoutingCapsNet
 from keras_caps.applications.vector_routing_capsnet_presets import (
     VECTOR_ROUTING_CAPSNET_PRESETS,

@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 from keras_caps.applications import capsnet
 from keras_caps.applications import efficient_capsnet
+from keras_caps.applications import inverted_attention_capsnet
 from keras_caps.applications import vector_routing_capsnet
 
 
@@ -55,5 +56,12 @@ MODELS = {
         get_preset=capsnet.get_preset,
         learning_rate_schedule=capsnet.learning_rate_schedule,
         dataset_options=capsnet.dataset_options,
+    ),
+    "inverted_attention_capsnet": ModelRecipe(
+        builder=inverted_attention_capsnet.InvertedAttentionCapsNet,
+        get_preset=inverted_attention_capsnet.get_preset,
+        learning_rate_schedule=(
+            inverted_attention_capsnet.learning_rate_schedule),
+        has_decoder=False,
     ),
 }
