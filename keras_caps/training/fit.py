@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import platform
-import tempfile
+import shutil
 import time
 
 import keras
@@ -31,6 +31,8 @@ from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
+from keras_caps.training.strategy import shard_by_data
+from keras_caps.training.strategy import task_name
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PROTOCOLS = {
@@ -107,19 +109,25 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
                 data_dir=data_dir, seed=seed, validation=validation)
             builder_kwargs["input_statistics"] = statistics
             dataset_options.setdefault("statistics", statistics)
+        # Global batches; under several workers each keeps its share of
+        # every batch (see `shard_by_data` for the policy).
         splits = {
-            split: datasets.load(
+            split: shard_by_data(datasets.load(
                 dataset, split, batch_size=batch_size, data_dir=data_dir,
                 seed=seed, validation=validation,
-                reconstruction=reconstruction, **dataset_options)
+                reconstruction=reconstruction, **dataset_options))
             for split in ("train", "validation", "test")
         }
         with distribution.scope():
             network = recipe.builder(dataset, **builder_kwargs)
         _check_labels_match(network, splits["train"])
 
-        # Only the chief writes; other workers write to a scratch folder.
-        work_dir = output_dir if chief else tempfile.mkdtemp()
+        # Only the chief writes the run's files. Other workers keep their
+        # own backup (so that a restarted cluster resumes every worker from
+        # the same step), checkpoint and logs in a scratch folder of their
+        # own, removed when training ends.
+        work_dir = output_dir if chief else os.path.join(
+            output_dir, f".{task_name(distribution)}")
         os.makedirs(work_dir, exist_ok=True)
         checkpoint = BestCheckpoint(
             os.path.join(work_dir, "checkpoints", "best.keras"))
@@ -166,6 +174,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
                                    reconstruction=reconstruction)
             write_json_atomically(os.path.join(output_dir, "metrics.json"),
                                   record)
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
         logging.info("Test metrics: %s", json.dumps(record["test"]))
         return record
     finally:

@@ -19,12 +19,13 @@ def get_strategy(name="auto", tpu_address=None):
       `TF_CONFIG` environment variable, which must be set.
     - `"tpu"`: `TPUStrategy` from a TPU cluster resolver (`tpu_address`, or
       the environment's TPU).
-    - `"auto"`: a TPU if one can be resolved, else `mirrored` when there are
+    - `"auto"`: a TPU if one can be resolved, else `multi_worker` when
+      `TF_CONFIG` describes a cluster, else `mirrored` when there are
       several GPUs, else `one_device`.
 
     Datasets given to `model.fit` under these strategies are batched with
-    the global batch size and sharded by data (the default auto-shard policy
-    falls back to data sharding for the generated datasets here).
+    the global batch size; `shard_by_data` sets the auto-shard policy the
+    training recipe uses (`DATA`, see there).
 
     Args:
         name: str. One of `STRATEGIES`.
@@ -43,7 +44,10 @@ def get_strategy(name="auto", tpu_address=None):
         except ValueError:
             pass
         gpus = tf.config.list_logical_devices("GPU")
-        name = "mirrored" if len(gpus) > 1 else "one_device"
+        if _tf_config_cluster():
+            name = "multi_worker"
+        else:
+            name = "mirrored" if len(gpus) > 1 else "one_device"
     if name == "tpu":
         return _tpu_strategy(tpu_address)
     if name == "multi_worker":
@@ -52,8 +56,8 @@ def get_strategy(name="auto", tpu_address=None):
                 "The `multi_worker` strategy needs the TF_CONFIG environment "
                 "variable describing the cluster and this worker's task. "
                 "Received: no TF_CONFIG")
-        json.loads(os.environ["TF_CONFIG"])  # Fail early on bad JSON.
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        _tf_config_cluster()  # Fail early on bad JSON.
+        return MultiWorkerMirroredStrategy()
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
         devices = ([d.name for d in gpus] if gpus else
@@ -63,6 +67,73 @@ def get_strategy(name="auto", tpu_address=None):
     device = gpus[0].name if gpus else "/cpu:0"
     logging.info("Training on one device: %s", device)
     return tf.distribute.OneDeviceStrategy(device)
+
+
+class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+    """`MultiWorkerMirroredStrategy` whose `reduce` takes what Keras gives.
+
+    Keras 3's `fit` under several workers calls `strategy.reduce` in two
+    ways the strategy rejects (keras-team/keras#20329):
+
+    - on the first distributed batch, to build metrics and optimizer:
+      a structure (`(inputs, targets)`, dicts), not a single tensor (the
+      workers' shares of that batch must then have equal shapes, so every
+      split needs at least one whole global batch);
+    - on each step's logs with `axis=0`: scalars, which have no axis 0.
+
+    This reduces each tensor of a structure, and scalars across replicas
+    only, which is what those calls mean.
+    """
+
+    def reduce(self, reduce_op, value, axis):
+        def reduce_one(item):
+            local = self.experimental_local_results(item)[0]
+            rank = getattr(getattr(local, "shape", None), "rank", None)
+            return super(MultiWorkerMirroredStrategy, self).reduce(
+                reduce_op, item, None if rank == 0 else axis)
+
+        return tf.nest.map_structure(reduce_one, value)
+
+
+def _tf_config_cluster():
+    """The cluster of `TF_CONFIG` (`{}` when unset), failing on bad JSON."""
+    text = os.environ.get("TF_CONFIG")
+    if not text:
+        return {}
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"TF_CONFIG is not valid JSON ({error}). Received: "
+            f"TF_CONFIG={text!r}") from None
+    if not isinstance(config, dict):
+        raise ValueError("TF_CONFIG must be a JSON object with `cluster` "
+                         f"and `task` keys. Received: TF_CONFIG={text!r}")
+    return config.get("cluster") or {}
+
+
+def shard_by_data(dataset):
+    """`dataset` with the `DATA` auto-shard policy for multi-worker input.
+
+    Our pipelines are built from in-memory arrays (`from_tensor_slices`)
+    or generated on the fly, not read from files, so `FILE` sharding has
+    nothing to split and `AUTO` only falls back to `DATA` after a warning.
+    Under `DATA` every worker runs the whole (identically seeded) pipeline,
+    each global batch is split into per-replica batches and every worker
+    keeps its own replicas' share: all workers see disjoint examples, and
+    a step uses exactly the global batch a single device would. Other
+    strategies ignore the option.
+
+    Args:
+        dataset: `tf.data.Dataset`.
+
+    Returns:
+        The same dataset with the option set.
+    """
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA)
+    return dataset.with_options(options)
 
 
 def _tpu_strategy(tpu_address):
@@ -81,11 +152,26 @@ def _tpu_strategy(tpu_address):
 
 
 def is_chief(strategy):
-    """Whether this worker writes checkpoints, logs and exports."""
+    """Whether this worker writes checkpoints, logs and exports.
+
+    Without a cluster (one machine, or a TPU) that is the only worker; in a
+    `TF_CONFIG` cluster it is the `chief` task, or `worker` 0 when the
+    cluster has no `chief`.
+    """
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.cluster_spec().as_dict():
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return True  # One client drives the whole TPU system.
     return task_type in (None, "chief") or (
         task_type == "worker" and task_id == 0
         and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def task_name(strategy):
+    """`"<task_type>-<task_id>"` of this worker, or `"local"`."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or resolver.task_type is None:
+        return "local"
+    return f"{resolver.task_type}-{resolver.task_id}"
