@@ -14,8 +14,8 @@ import importlib
 from keras_caps.datasets.dataset_info import DATASETS
 from keras_caps.datasets.dataset_info import DatasetInfo
 
-_SUBMODULES = ("augmentation", "fashion_mnist", "holdout", "idx", "mnist",
-               "multi_mnist", "pipeline", "smallnorb", "sources")
+_SUBMODULES = ("augmentation", "cifar", "fashion_mnist", "holdout", "idx",
+               "mnist", "multi_mnist", "pipeline", "smallnorb", "sources")
 
 
 def __getattr__(name):
