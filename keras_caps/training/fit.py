@@ -25,10 +25,10 @@ import tensorflow as tf
 
 from keras_caps import datasets
 from keras_caps.export import export_inference_model
-from keras_caps.training.best_checkpoint import BestCheckpoint
-from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
+from keras_caps.training.best_checkpoint import BestCheckpoint
+from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
 from keras_caps.training.strategy import shard_by_data
