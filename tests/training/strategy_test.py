@@ -71,3 +71,19 @@ def test_builder_and_pipeline_under_mirrored_strategy_on_two_cpus(tmp_path):
     assert record["replicas"] == 2
     assert record["per_replica"] == [8, 8]
     assert math.isfinite(record["loss"])
+
+
+def test_multi_worker_rejects_bad_tf_config(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(ValueError, match="TF_CONFIG is not valid JSON"):
+        get_strategy("multi_worker")
+
+
+def test_recipe_datasets_shard_by_data():
+    import tensorflow as tf
+
+    from keras_caps.training.strategy import shard_by_data
+
+    dataset = shard_by_data(tf.data.Dataset.range(4).batch(2))
+    assert (dataset.options().experimental_distribute.auto_shard_policy
+            == tf.data.experimental.AutoShardPolicy.DATA)
