@@ -27,9 +27,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_caps  # noqa: E402
-from keras_caps.applications.efficient_capsnet import (  # noqa: E402
-    learning_rate_schedule,
-)
+from keras_caps.applications.efficient_capsnet import learning_rate_schedule  # noqa: E402
 from keras_caps.datasets import holdout  # noqa: E402
 from keras_caps.datasets import idx  # noqa: E402
 

@@ -1,10 +1,13 @@
 import keras
 
 from keras_caps import layers
-from keras_caps import losses
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
 from keras_caps.applications.capsnet_presets import CAPSNET_PRESETS
+from keras_caps.applications.capsule_compile import compile_capsule_model
+from keras_caps.applications.image_inputs import check_image_shape
+from keras_caps.applications.presets import exponential_decay_schedule
+from keras_caps.applications.presets import lookup_preset
 from keras_caps.validation import check_positive_int
 
 
@@ -125,17 +128,14 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         model = keras.Model(images, lengths, name=name)
 
     if compile:
-        _compile(model, preset, reconstruction, optimizer, jit_compile)
+        compile_capsule_model(model, preset, reconstruction, optimizer,
+                              jit_compile)
     return model
 
 
 def get_preset(dataset):
     """The preset dict of `dataset`, with a clear error for unknown names."""
-    if dataset not in CAPSNET_PRESETS:
-        raise ValueError(
-            "Unknown `dataset` for CapsNet. Expected one of "
-            f"{sorted(CAPSNET_PRESETS)}. Received: dataset={dataset!r}")
-    return CAPSNET_PRESETS[dataset]
+    return lookup_preset(CAPSNET_PRESETS, dataset, "CapsNet")
 
 
 def learning_rate_schedule(dataset):
@@ -144,15 +144,7 @@ def learning_rate_schedule(dataset):
     The official decay, 0.96 every 2,000 steps of 128 images, expressed
     per epoch of MNIST (468 steps).
     """
-    preset = get_preset(dataset)
-
-    def schedule(epoch, learning_rate=None):
-        del learning_rate  # The schedule depends on the epoch only.
-        return max(preset["learning_rate"]
-                   * preset["learning_rate_decay"] ** epoch,
-                   preset["min_learning_rate"])
-
-    return schedule
+    return exponential_decay_schedule(get_preset(dataset))
 
 
 def dataset_options(dataset):
@@ -166,15 +158,7 @@ def _minimum_size(preset):
 
 
 def _check_input_shape(input_shape, preset):
-    if input_shape is None:
-        return tuple(preset["input_shape"])
-    if (not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3
-            or any(isinstance(size, bool) or not isinstance(size, int)
-                   or size <= 0 for size in input_shape)):
-        raise ValueError(
-            "Received an invalid value for `input_shape`, expected a tuple "
-            "of 3 positive integers (height, width, channels). Received: "
-            f"input_shape={input_shape!r}")
+    input_shape = check_image_shape(input_shape, preset["input_shape"])
     smallest = _minimum_size(preset)
     if min(input_shape[:2]) < smallest:
         raise ValueError(
@@ -185,27 +169,3 @@ def _check_input_shape(input_shape, preset):
     return tuple(input_shape)
 
 
-def _compile(model, preset, reconstruction, optimizer, jit_compile):
-    if optimizer == "auto":
-        optimizer = keras.optimizers.Adam(
-            learning_rate=preset["learning_rate"])
-    if preset["num_objects"] > 1:
-        from keras_caps import metrics
-
-        accuracy = [metrics.MultiDigitAccuracy(),
-                    metrics.ExactMatchAccuracy()]
-    else:
-        accuracy = ["accuracy"]
-    if reconstruction:
-        model.compile(
-            optimizer=optimizer,
-            loss={"length": losses.MarginLoss(), "reconstruction": "mse"},
-            loss_weights={"length": 1.0,
-                          "reconstruction": preset["reconstruction_weight"]},
-            metrics={"length": accuracy}, jit_compile=jit_compile)
-    else:
-        model.compile(optimizer=optimizer, loss=losses.MarginLoss(),
-                      metrics=accuracy, jit_compile=jit_compile)
-    # Creating the optimizer state now lets a freshly built model be saved
-    # and reloaded before it has trained.
-    model.optimizer.build(model.trainable_variables)

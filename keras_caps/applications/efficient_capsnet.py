@@ -1,13 +1,16 @@
 import keras
-import numpy as np
 
 from keras_caps import layers
-from keras_caps import losses
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
+from keras_caps.applications.capsule_compile import compile_capsule_model
 from keras_caps.applications.efficient_capsnet_presets import (
     EFFICIENT_CAPSNET_PRESETS,
 )
+from keras_caps.applications.image_inputs import check_image_shape
+from keras_caps.applications.image_inputs import input_scaling_layer
+from keras_caps.applications.presets import exponential_decay_schedule
+from keras_caps.applications.presets import lookup_preset
 from keras_caps.validation import check_positive_int
 
 
@@ -76,7 +79,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
     """
     preset = get_preset(dataset)
-    input_shape = _check_input_shape(input_shape, preset)
+    input_shape = check_image_shape(input_shape, preset["input_shape"])
     _check_stem_fits(dataset, preset, input_shape)
     num_classes = (preset["num_classes"] if num_classes is None else
                    check_positive_int("num_classes", num_classes))
@@ -89,7 +92,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
 
     # === Layers and functional model ===
     images = keras.Input(input_shape, name="image")
-    x = _input_scaling(preset, input_shape, input_statistics)(images)
+    x = input_scaling_layer(preset, input_shape, input_statistics)(images)
     for index, block in enumerate(preset["stem"], start=1):
         for layer in _stem_block(preset["stem_block"], index, **block):
             x = layer(x)
@@ -118,44 +121,20 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         model = keras.Model(images, lengths, name=name)
 
     if compile:
-        _compile(model, preset, reconstruction, optimizer, jit_compile)
+        compile_capsule_model(model, preset, reconstruction, optimizer,
+                              jit_compile)
     return model
 
 
 def get_preset(dataset):
     """The preset dict of `dataset`, with a clear error for unknown names."""
-    if dataset not in EFFICIENT_CAPSNET_PRESETS:
-        raise ValueError(
-            "Unknown `dataset`. Expected one of "
-            f"{sorted(EFFICIENT_CAPSNET_PRESETS)}. Received: "
-            f"dataset={dataset!r}")
-    return EFFICIENT_CAPSNET_PRESETS[dataset]
+    return lookup_preset(EFFICIENT_CAPSNET_PRESETS, dataset,
+                         "EfficientCapsNet")
 
 
 def learning_rate_schedule(dataset):
     """The preset's per-epoch schedule `max(lr0 * decay**epoch, min_lr)`."""
-    preset = get_preset(dataset)
-
-    def schedule(epoch, learning_rate=None):
-        del learning_rate  # The schedule depends on the epoch only.
-        return max(preset["learning_rate"]
-                   * preset["learning_rate_decay"] ** epoch,
-                   preset["min_learning_rate"])
-
-    return schedule
-
-
-def _check_input_shape(input_shape, preset):
-    if input_shape is None:
-        return tuple(preset["input_shape"])
-    if (not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3
-            or any(isinstance(size, bool) or not isinstance(size, int)
-                   or size <= 0 for size in input_shape)):
-        raise ValueError(
-            "Received an invalid value for `input_shape`, expected a tuple "
-            "of 3 positive integers (height, width, channels). Received: "
-            f"input_shape={input_shape!r}")
-    return tuple(input_shape)
+    return exponential_decay_schedule(get_preset(dataset))
 
 
 def _stem_output_size(size, stem):
@@ -177,22 +156,6 @@ def _check_stem_fits(dataset, preset, input_shape):
         f"the {dataset!r} preset, whose valid convolutions need images of "
         f"at least {smallest}x{smallest}. Received: "
         f"input_shape={tuple(input_shape)}")
-
-
-def _input_scaling(preset, input_shape, input_statistics):
-    if preset["input_scaling"] == "standardize" and input_statistics:
-        mean, variance = (np.asarray(v, dtype="float32").reshape(-1)
-                          for v in input_statistics)
-        channels = input_shape[-1]
-        if mean.shape != (channels,) or variance.shape != (channels,):
-            raise ValueError(
-                "`input_statistics` must hold a mean and a variance per "
-                f"channel ({channels}). Received: mean of shape {mean.shape}"
-                f", variance of shape {variance.shape}")
-        return keras.layers.Normalization(
-            mean=mean.tolist(), variance=variance.tolist(),
-            name="input_scaling")
-    return keras.layers.Rescaling(1.0 / 255.0, name="input_scaling")
 
 
 def _stem_block(block, index, filters, kernel_size, strides):
@@ -240,27 +203,3 @@ def _decoder(preset, input_shape, input_dim):
                                   num_objects=preset["num_objects"])
 
 
-def _compile(model, preset, reconstruction, optimizer, jit_compile):
-    if optimizer == "auto":
-        optimizer = keras.optimizers.Adam(
-            learning_rate=preset["learning_rate"])
-    if preset["num_objects"] > 1:
-        from keras_caps import metrics
-
-        accuracy = [metrics.MultiDigitAccuracy(),
-                    metrics.ExactMatchAccuracy()]
-    else:
-        accuracy = ["accuracy"]
-    if reconstruction:
-        model.compile(
-            optimizer=optimizer,
-            loss={"length": losses.MarginLoss(), "reconstruction": "mse"},
-            loss_weights={"length": 1.0,
-                          "reconstruction": preset["reconstruction_weight"]},
-            metrics={"length": accuracy}, jit_compile=jit_compile)
-    else:
-        model.compile(optimizer=optimizer, loss=losses.MarginLoss(),
-                      metrics=accuracy, jit_compile=jit_compile)
-    # Creating the optimizer state now lets a freshly built model be saved
-    # and reloaded before it has trained.
-    model.optimizer.build(model.trainable_variables)

@@ -4,9 +4,11 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.inverted_attention_capsnet_presets import (
     INVERTED_ATTENTION_CAPSNET_PRESETS,
 )
+from keras_caps.applications.presets import lookup_preset
 from keras_caps.layers.inverted_attention_routing_stack import SCHEDULES
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
@@ -184,12 +186,8 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
 
 def get_preset(dataset):
     """The preset dict of `dataset`, with a clear error for unknown names."""
-    if dataset not in INVERTED_ATTENTION_CAPSNET_PRESETS:
-        raise ValueError(
-            "Unknown `dataset`. Expected one of "
-            f"{sorted(INVERTED_ATTENTION_CAPSNET_PRESETS)}. Received: "
-            f"dataset={dataset!r}")
-    return INVERTED_ATTENTION_CAPSNET_PRESETS[dataset]
+    return lookup_preset(INVERTED_ATTENTION_CAPSNET_PRESETS, dataset,
+                         "InvertedAttentionCapsNet")
 
 
 def learning_rate_schedule(dataset):
@@ -270,15 +268,7 @@ def _simple_backbone(x, config):
 
 
 def _check_input_shape(input_shape, preset):
-    if input_shape is None:
-        return tuple(preset["input_shape"])
-    if (not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3
-            or any(isinstance(size, bool) or not isinstance(size, int)
-                   or size <= 0 for size in input_shape)):
-        raise ValueError(
-            "Received an invalid value for `input_shape`, expected a tuple "
-            "of 3 positive integers (height, width, channels). Received: "
-            f"input_shape={input_shape!r}")
+    input_shape = check_image_shape(input_shape, preset["input_shape"])
     if input_shape[-1] != 3:
         raise ValueError(
             "Received an invalid value for `input_shape`: the model "

@@ -1,8 +1,11 @@
 import keras
-import numpy as np
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.image_inputs import check_image_shape
+from keras_caps.applications.image_inputs import input_scaling_layer
+from keras_caps.applications.presets import exponential_decay_schedule
+from keras_caps.applications.presets import lookup_preset
 from keras_caps.applications.vector_routing_capsnet_presets import (
     VECTOR_ROUTING_CAPSNET_PRESETS,
 )
@@ -89,7 +92,7 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
             "a reconstruction loss. Pass `reconstruction=False` (with "
             "`keras-caps train`, `--no-reconstruction`). Received: "
             "reconstruction=True")
-    input_shape = _check_input_shape(input_shape, preset)
+    input_shape = check_image_shape(input_shape, preset["input_shape"])
     num_classes = (preset["num_classes"] if num_classes is None else
                    check_positive_int("num_classes", num_classes))
     if num_classes < 2:
@@ -99,7 +102,7 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
 
     # === Layers and functional model ===
     images = keras.Input(input_shape, name="image")
-    x = _input_scaling(preset, input_shape, input_statistics)(images)
+    x = input_scaling_layer(preset, input_shape, input_statistics)(images)
     for index, block in enumerate(preset["stem"], start=1):
         x = keras.layers.Conv2D(
             block["filters"], block["kernel_size"], block["strides"],
@@ -143,51 +146,12 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
 
 def get_preset(dataset):
     """The preset dict of `dataset`, with a clear error for unknown names."""
-    if dataset not in VECTOR_ROUTING_CAPSNET_PRESETS:
-        raise ValueError(
-            "Unknown `dataset`. Expected one of "
-            f"{sorted(VECTOR_ROUTING_CAPSNET_PRESETS)}. Received: "
-            f"dataset={dataset!r}")
-    return VECTOR_ROUTING_CAPSNET_PRESETS[dataset]
+    return lookup_preset(VECTOR_ROUTING_CAPSNET_PRESETS, dataset,
+                         "VectorRoutingCapsNet")
 
 
 def learning_rate_schedule(dataset):
     """The preset's per-epoch schedule `max(lr0 * decay**epoch, min_lr)`."""
-    preset = get_preset(dataset)
-
-    def schedule(epoch, learning_rate=None):
-        del learning_rate  # The schedule depends on the epoch only.
-        return max(preset["learning_rate"]
-                   * preset["learning_rate_decay"] ** epoch,
-                   preset["min_learning_rate"])
-
-    return schedule
+    return exponential_decay_schedule(get_preset(dataset))
 
 
-def _check_input_shape(input_shape, preset):
-    if input_shape is None:
-        return tuple(preset["input_shape"])
-    if (not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3
-            or any(isinstance(size, bool) or not isinstance(size, int)
-                   or size <= 0 for size in input_shape)):
-        raise ValueError(
-            "Received an invalid value for `input_shape`, expected a tuple "
-            "of 3 positive integers (height, width, channels). Received: "
-            f"input_shape={input_shape!r}")
-    return tuple(input_shape)
-
-
-def _input_scaling(preset, input_shape, input_statistics):
-    if preset["input_scaling"] == "standardize" and input_statistics:
-        mean, variance = (np.asarray(v, dtype="float32").reshape(-1)
-                          for v in input_statistics)
-        channels = input_shape[-1]
-        if mean.shape != (channels,) or variance.shape != (channels,):
-            raise ValueError(
-                "`input_statistics` must hold a mean and a variance per "
-                f"channel ({channels}). Received: mean of shape {mean.shape}"
-                f", variance of shape {variance.shape}")
-        return keras.layers.Normalization(
-            mean=mean.tolist(), variance=variance.tolist(),
-            name="input_scaling")
-    return keras.layers.Rescaling(1.0 / 255.0, name="input_scaling")

@@ -169,8 +169,9 @@ class EfficientCapsNetTest(TestCase):
 
     @parameterized.named_parameters(
         ("unknown_dataset", {"dataset": "cifar"}, ValueError,
-         "Unknown `dataset`. Expected one of \\['fashion_mnist', 'mnist', "
-         "'multi_mnist', 'smallnorb'\\]. Received: dataset='cifar'"),
+         "Unknown `dataset` for EfficientCapsNet. Expected one of "
+         "\\['fashion_mnist', 'mnist', 'multi_mnist', 'smallnorb'\\]. "
+         "Received: dataset='cifar'"),
         ("too_small", {"input_shape": (8, 8, 1)}, ValueError,
          "too small for the stem"),
         ("rank", {"input_shape": (28, 28)}, ValueError, "`input_shape`"),

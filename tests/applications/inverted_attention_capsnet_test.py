@@ -171,7 +171,8 @@ class InvertedAttentionCapsNetTest(TestCase):
 
     @parameterized.named_parameters(
         ("unknown_dataset", {"dataset": "mnist"}, ValueError,
-         "Unknown `dataset`. Expected one of \\['cifar10', 'cifar100'\\]. "
+         "Unknown `dataset` for InvertedAttentionCapsNet. Expected one of "
+         "\\['cifar10', 'cifar100'\\]. "
          "Received: dataset='mnist'"),
         ("backbone", {"backbone": "vgg"}, ValueError,
          "`backbone`.*Received: backbone='vgg'"),

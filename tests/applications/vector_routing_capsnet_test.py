@@ -143,7 +143,8 @@ class VectorRoutingCapsNetTest(TestCase):
 
     @parameterized.named_parameters(
         ("unknown_dataset", {"dataset": "multi_mnist"}, ValueError,
-         "Unknown `dataset`. Expected one of \\['fashion_mnist', 'mnist', "
+         "Unknown `dataset` for VectorRoutingCapsNet. Expected one of "
+         "\\['fashion_mnist', 'mnist', "
          "'smallnorb'\\]. Received: dataset='multi_mnist'"),
         ("reconstruction", {"reconstruction": True}, ValueError,
          "no decoder.*--no-reconstruction.*Received: reconstruction=True"),

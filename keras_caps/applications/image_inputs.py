@@ -1,0 +1,41 @@
+"""The image input of the applications: its shape check and its scaling."""
+
+import keras
+import numpy as np
+
+
+def check_image_shape(input_shape, default):
+    """`input_shape` as a tuple of 3 positive ints, or `default` if None."""
+    if input_shape is None:
+        return tuple(default)
+    if (not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3
+            or any(isinstance(size, bool) or not isinstance(size, int)
+                   or size <= 0 for size in input_shape)):
+        raise ValueError(
+            "Received an invalid value for `input_shape`, expected a tuple "
+            "of 3 positive integers (height, width, channels). Received: "
+            f"input_shape={input_shape!r}")
+    return tuple(input_shape)
+
+
+def input_scaling_layer(preset, input_shape, input_statistics):
+    """The layer that scales raw pixels (0-255) inside the model.
+
+    `"standardize"` presets with `input_statistics = (mean, variance)` per
+    channel (raw pixel units) get a `Normalization` layer holding them as
+    constants; otherwise pixels are divided by 255. The layer is named
+    `"input_scaling"`.
+    """
+    if preset["input_scaling"] == "standardize" and input_statistics:
+        mean, variance = (np.asarray(v, dtype="float32").reshape(-1)
+                          for v in input_statistics)
+        channels = input_shape[-1]
+        if mean.shape != (channels,) or variance.shape != (channels,):
+            raise ValueError(
+                "`input_statistics` must hold a mean and a variance per "
+                f"channel ({channels}). Received: mean of shape {mean.shape}"
+                f", variance of shape {variance.shape}")
+        return keras.layers.Normalization(
+            mean=mean.tolist(), variance=variance.tolist(),
+            name="input_scaling")
+    return keras.layers.Rescaling(1.0 / 255.0, name="input_scaling")
