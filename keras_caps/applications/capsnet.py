@@ -94,7 +94,8 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     # === Layers and functional model ===
     images = keras.Input(input_shape, name="image")
     x = keras.layers.Rescaling(1.0 / 255.0, name="input_scaling")(images)
-    # Official initialisers: truncated normal, biases 0.1.
+    # Official initialisers: truncated normal (std 5e-2 for conv1, the
+    # default 0.1 of `weight_variable` for the capsule layers), biases 0.1.
     x = keras.layers.Conv2D(
         **preset["conv"], activation="relu",
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.05),
@@ -102,7 +103,7 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         name="conv_1")(x)
     capsules = layers.ConvPrimaryCaps(
         **preset["primary_caps"],
-        kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.05),
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.1),
         bias_initializer=keras.initializers.Constant(0.1),
         name="primary_caps")(x)
     class_capsules = layers.DynamicRouting(

@@ -38,7 +38,7 @@ class ConvPrimaryCaps(keras.layers.Layer):
     by `1 / num_types` before a bias initialised to 0.1; reproduce it with
     `scale=1 / 32` (`1 / 33` with leaky routing),
     `bias_initializer=Constant(0.1)`,
-    `kernel_initializer=TruncatedNormal(stddev=0.05)` and
+    `kernel_initializer=TruncatedNormal(stddev=0.1)` and
     `capsule_order="type_major"`.
 
     Args:

@@ -77,6 +77,14 @@ class CapsNetTest(TestCase):
                          (10, 16, 3, True))
         self.assertIsInstance(model.get_layer("input_scaling"),
                               keras.layers.Rescaling)
+        # Official initialisers: conv1 std 5e-2, capsule layers the
+        # default 0.1 of the official `weight_variable`.
+        for name, stddev in (("conv_1", 0.05), ("primary_caps", 0.1)):
+            layer = model.get_layer(name)
+            initializer = getattr(layer, "kernel_initializer")
+            self.assertIsInstance(initializer,
+                                  keras.initializers.TruncatedNormal)
+            self.assertEqual(initializer.stddev, stddev, name)
         self.assertEqual(model.output["length"].shape, (None, 10))
         self.assertEqual(model.output["reconstruction"].shape,
                          (None, 28, 28, 1))
