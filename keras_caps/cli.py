@@ -159,9 +159,7 @@ def _run(args):
             args.model_path, args.dataset, batch_size=args.batch_size,
             data_dir=args.data_dir, seed=args.seed, dataset_options=options)
         if args.output:
-            from keras_caps.training.atomic_files import (
-                write_json_atomically,
-            )
+            from keras_caps.training.atomic_files import write_json_atomically
 
             write_json_atomically(args.output, record)
         print(json.dumps(record, indent=2, sort_keys=True))

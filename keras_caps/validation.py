@@ -21,6 +21,15 @@ def check_positive_int(name, value):
     return int(value)
 
 
+def check_bool(name, value):
+    """Raises unless `value` is a Python bool."""
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"Received an invalid type for `{name}`, expected a bool. "
+            f"Received: {name}={value!r} of type {type(value).__name__}")
+    return value
+
+
 def check_int_pair(name, value):
     """Normalises an int or a pair of ints (e.g. `kernel_size`) to a tuple."""
     if isinstance(value, (tuple, list)):

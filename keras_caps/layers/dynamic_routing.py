@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
+from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
 
 
@@ -90,9 +91,9 @@ class DynamicRouting(keras.layers.Layer):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         num_iterations = check_positive_int("num_iterations", num_iterations)
-        _check_bool("stop_inner_gradients", stop_inner_gradients)
-        _check_bool("leaky", leaky)
-        _check_bool("use_bias", use_bias)
+        check_bool("stop_inner_gradients", stop_inner_gradients)
+        check_bool("leaky", leaky)
+        check_bool("use_bias", use_bias)
         if kernel_initializer is None:
             kernel_initializer = keras.initializers.TruncatedNormal(
                 stddev=0.1)
@@ -221,9 +222,3 @@ class DynamicRouting(keras.layers.Layer):
         })
         return config
 
-
-def _check_bool(name, value):
-    if not isinstance(value, bool):
-        raise TypeError(
-            f"Received an invalid type for `{name}`, expected a bool. "
-            f"Received: {name}={value!r} of type {type(value).__name__}")

@@ -86,6 +86,7 @@ class FCCaps(keras.layers.Layer):
         self.input_spec = keras.InputSpec(ndim=3)
 
     def build(self, input_shape):
+        self.compute_output_shape(input_shape)  # Checks the rank.
         num_inputs, input_dim = input_shape[-2], input_shape[-1]
         if num_inputs is None or input_dim is None:
             raise ValueError(
@@ -113,9 +114,14 @@ class FCCaps(keras.layers.Layer):
         # d: input capsule dim, z: output capsule dim
         votes = ops.einsum("bid,jidz->bjiz", inputs, self.kernel)
         total = ops.sum(votes, axis=2, keepdims=True)  # (b, j, 1, z)
-        agreement = ops.sum(votes * total, axis=-1)  # (b, j, i)
+        # The agreement, a sum of products of votes, overflows float16 for
+        # large inputs: compute it and its softmax in float32.
+        agreement = ops.sum(
+            capsule_ops.at_least_float32(votes)
+            * capsule_ops.at_least_float32(total), axis=-1)  # (b, j, i)
         agreement = agreement * self._inverse_sqrt_dim
-        couplings = ops.softmax(agreement, axis=1)  # sums to 1 over j
+        couplings = ops.cast(ops.softmax(agreement, axis=1),
+                             votes.dtype)  # sums to 1 over j
         # (b, j, i): the prior is added after the softmax, as in the
         # official code.
         routing_weights = couplings + ops.squeeze(self.prior, -1)
@@ -130,7 +136,8 @@ class FCCaps(keras.layers.Layer):
         if len(input_shape) != 3:
             raise ValueError(
                 "`FCCaps` expects a 3-D input (batch, num_input_capsules, "
-                f"input_capsule_dim). Received: input_shape={input_shape}")
+                "input_capsule_dim). Received: "
+                f"input_shape={tuple(input_shape)}")
         return (input_shape[0], self.num_capsules, self.capsule_dim)
 
     def compute_output_spec(self, inputs, return_couplings=False):

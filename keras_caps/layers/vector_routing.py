@@ -4,9 +4,10 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.ops import capsule_ops
+from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
 
-_HALF_PRECISION = ("float16", "bfloat16")
 _LAYER_NORM_EPSILON = 1e-5
 
 
@@ -156,8 +157,8 @@ class VectorRouting(keras.layers.Layer):
         if num_inputs is not None:
             num_inputs = check_positive_int("num_inputs", num_inputs)
         num_iterations = check_positive_int("num_iterations", num_iterations)
-        _check_bool("normalize", normalize)
-        _check_bool("memory_efficient", memory_efficient)
+        check_bool("normalize", normalize)
+        check_bool("memory_efficient", memory_efficient)
         super().__init__(**kwargs)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
@@ -350,8 +351,7 @@ class VectorRouting(keras.layers.Layer):
         if self.capsule_dim == 1:
             return x
         dtype = x.dtype
-        if keras.backend.standardize_dtype(dtype) in _HALF_PRECISION:
-            x = ops.cast(x, "float32")
+        x = capsule_ops.at_least_float32(x)
         mean = ops.mean(x, axis=-1, keepdims=True)
         centred = x - mean
         variance = ops.mean(ops.square(centred), axis=-1, keepdims=True)
@@ -436,12 +436,6 @@ class VectorRouting(keras.layers.Layer):
         })
         return config
 
-
-def _check_bool(name, value):
-    if not isinstance(value, bool):
-        raise TypeError(
-            f"Received an invalid type for `{name}`, expected a bool. "
-            f"Received: {name}={value!r} of type {type(value).__name__}")
 
 
 def _check_bool_tensor(name, value):

@@ -18,8 +18,20 @@ SQUASH_VARIANTS = ("efficient", "sabour")
 _HALF_PRECISION = ("float16", "bfloat16")
 
 
-def _upcast(x):
-    """Returns `x` in float32 when it is half precision, else unchanged."""
+@keras_caps_export("keras_caps.ops.at_least_float32")
+def at_least_float32(x):
+    """`x` cast to float32 when it is float16 or bfloat16, else unchanged.
+
+    For the sums that overflow or lose precision in half precision (norms,
+    agreements, softmax logits); cast the result back to the compute dtype.
+
+    Example:
+
+    >>> x = keras.ops.ones((2,), dtype="float16")
+    >>> str(keras_caps.ops.at_least_float32(x).dtype).split(".")[-1]
+    'float32'
+    """
+    x = ops.convert_to_tensor(x)
     if keras.backend.standardize_dtype(x.dtype) in _HALF_PRECISION:
         return ops.cast(x, "float32")
     return x
@@ -71,7 +83,8 @@ def safe_norm(x, axis=-1, keepdims=False, epsilon=1e-7):
     """
     epsilon = _check_epsilon(epsilon)
     x = ops.convert_to_tensor(x)
-    return ops.cast(_norm(_upcast(x), axis, keepdims, epsilon), x.dtype)
+    norm = _norm(at_least_float32(x), axis, keepdims, epsilon)
+    return ops.cast(norm, x.dtype)
 
 
 @keras_caps_export("keras_caps.ops.capsule_length")
@@ -134,7 +147,7 @@ def squash(x, axis=-1, variant="efficient", epsilon=1e-7):
     check_choice("variant", variant, SQUASH_VARIANTS)
     epsilon = _check_epsilon(epsilon)
     x = ops.convert_to_tensor(x)
-    wide = _upcast(x)
+    wide = at_least_float32(x)
     norm = _norm(wide, axis, True, epsilon)
     if variant == "efficient":
         scale = -ops.expm1(-norm) / norm

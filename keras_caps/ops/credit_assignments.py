@@ -7,13 +7,11 @@ the credit of the first layer's inputs for the last layer's outputs is the
 chain of matrix products of the individual `phi`s (the paper's Appendix A).
 """
 
-import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.ops.capsule_ops import at_least_float32
 from keras_caps.validation import check_number
-
-_HALF_PRECISION = ("float16", "bfloat16")
 
 
 @keras_caps_export("keras_caps.ops.compose_credit_assignments")
@@ -87,8 +85,7 @@ def compose_credit_assignments(credit_assignments, epsilon=1e-5):
     dtype = tensors[0].dtype
     product = None
     for phi in tensors:
-        if keras.backend.standardize_dtype(phi.dtype) in _HALF_PRECISION:
-            phi = ops.cast(phi, "float32")
+        phi = at_least_float32(phi)
         product = phi if product is None else ops.matmul(
             product, ops.cast(phi, product.dtype))
         scale = ops.std(product, axis=(-2, -1), keepdims=True) + epsilon

@@ -4,6 +4,7 @@ from absl.testing import parameterized
 
 from keras_caps.layers import FCCaps
 from keras_caps.testing import TestCase
+from keras_caps.testing import value_and_gradients
 from tests.layers import reference
 
 
@@ -89,3 +90,17 @@ class FCCapsTest(TestCase):
         layer(keras.KerasTensor((None, 16, 8)))
         with self.assertRaisesRegex(ValueError, "axis -1.*value 8.*\\b6\\b"):
             layer(np.zeros((2, 16, 6), dtype="float32"))
+
+    def test_huge_inputs_stay_finite_under_mixed_precision(self):
+        # Agreements of votes of ~1e4 overflow float16 unless computed in
+        # float32.
+        inputs = np.full((2, 16, 8), 1e4, dtype="float32")
+        for policy in ("mixed_float16", "mixed_bfloat16"):
+            layer = FCCaps(10, 16, dtype=policy)
+            outputs, gradients = value_and_gradients(layer, inputs)
+            self.assertAllFinite(outputs, policy)
+            self.assertAllFinite(gradients, policy)
+
+    def test_build_checks_the_rank(self):
+        with self.assertRaisesRegex(ValueError, "3-D input.*\\(None, 16\\)"):
+            FCCaps(3, 4).build((None, 16))
