@@ -40,10 +40,11 @@ def build_parser():
                        choices=sorted(MODELS))
     train.add_argument("--dataset", default="mnist", choices=sorted(DATASETS))
     train.add_argument("--epochs", type=_positive_int, default=None,
-                       help="Defaults to the paper's (150).")
+                       help="Defaults to the model preset's (150 for "
+                       "EfficientCapsNet).")
     train.add_argument("--batch-size", type=_positive_int, default=None,
-                       help="Global batch size. Defaults to the paper's "
-                       "(16).")
+                       help="Global batch size. Defaults to the model "
+                       "preset's (16 for EfficientCapsNet).")
     train.add_argument("--steps-per-epoch", type=_positive_int, default=None,
                        help="Limit each epoch to this many steps.")
     train.add_argument("--precision", default="float32", choices=PRECISIONS)

@@ -77,3 +77,29 @@ def test_label_count_mismatch_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="10 classes but the model outputs 4"):
         training.evaluate(model_path, "mnist", data_dir=data_dir)
     assert not os.path.exists(tmp_path / "metrics.json")
+
+
+def test_evaluate_reuses_the_training_runs_loader_options(tmp_path,
+                                                          monkeypatch):
+    from keras_caps import datasets
+    from keras_caps import training
+
+    run = tmp_path / "run"
+    run.mkdir()
+    model_path = str(run / "model.keras")
+    EfficientCapsNet("mnist").save(model_path)
+    (run / "metrics.json").write_text(json.dumps(
+        {"dataset": "mnist", "dataset_options": {"augment": False,
+                                                 "shift": 4}}))
+    seen = {}
+
+    def fake_load(dataset, split, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stop after recording the options")
+
+    monkeypatch.setattr(datasets, "load", fake_load)
+    with pytest.raises(RuntimeError, match="stop after"):
+        training.evaluate(model_path, "mnist",
+                          dataset_options={"augment": True})
+    assert seen["shift"] == 4
+    assert seen["augment"] is True  # The caller's options win.

@@ -1,5 +1,8 @@
 """The image input of the applications: its shape check and its scaling."""
 
+import logging
+import numbers
+
 import keras
 import numpy as np
 
@@ -9,13 +12,14 @@ def check_image_shape(input_shape, default):
     if input_shape is None:
         return tuple(default)
     if (not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3
-            or any(isinstance(size, bool) or not isinstance(size, int)
-                   or size <= 0 for size in input_shape)):
+            or any(isinstance(size, bool)
+                   or not isinstance(size, numbers.Integral) or size <= 0
+                   for size in input_shape)):
         raise ValueError(
             "Received an invalid value for `input_shape`, expected a tuple "
             "of 3 positive integers (height, width, channels). Received: "
             f"input_shape={input_shape!r}")
-    return tuple(input_shape)
+    return tuple(int(size) for size in input_shape)
 
 
 def input_scaling_layer(preset, input_shape, input_statistics):
@@ -23,9 +27,16 @@ def input_scaling_layer(preset, input_shape, input_statistics):
 
     `"standardize"` presets with `input_statistics = (mean, variance)` per
     channel (raw pixel units) get a `Normalization` layer holding them as
-    constants; otherwise pixels are divided by 255. The layer is named
-    `"input_scaling"`.
+    constants; otherwise pixels are divided by 255 (with a logged warning
+    for `"standardize"` presets, which train worse that way). The layer is
+    named `"input_scaling"`.
     """
+    if preset["input_scaling"] == "standardize" and not input_statistics:
+        logging.warning(
+            "This preset standardises its input with training statistics, "
+            "but no `input_statistics` were given: pixels are only divided "
+            "by 255. Pass e.g. "
+            "keras_caps.datasets.smallnorb.training_statistics().")
     if preset["input_scaling"] == "standardize" and input_statistics:
         mean, variance = (np.asarray(v, dtype="float32").reshape(-1)
                           for v in input_statistics)

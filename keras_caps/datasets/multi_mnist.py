@@ -259,8 +259,12 @@ class _Pool:
 
 
 def _check_non_negative_int(name, value):
-    if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-            or value < 0):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"Received an invalid type for `{name}`, expected a "
+            f"non-negative integer. Received: {name}={value!r} of type "
+            f"{type(value).__name__}")
+    if value < 0:
         raise ValueError(
             f"Received an invalid value for `{name}`, expected a "
             f"non-negative integer. Received: {name}={value!r}")

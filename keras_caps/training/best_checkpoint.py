@@ -8,7 +8,9 @@ import keras
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 
-_PREFERRED_MONITORS = ("val_length_accuracy", "val_accuracy")
+# Single-object accuracy, then MultiMNIST's official per-digit accuracy.
+_PREFERRED_MONITORS = ("val_length_accuracy", "val_accuracy",
+                       "val_length_multi_digit_accuracy")
 
 
 class BestCheckpoint(keras.callbacks.Callback):

@@ -52,9 +52,10 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         model: str. A key of `MODELS`.
         dataset: str. A key of `keras_caps.datasets.DATASETS`.
         output_dir: str. Folder for checkpoints, logs, model and export.
-        epochs: int. Defaults to the preset's (150).
-        batch_size: int. The global batch size. Defaults to the preset's
-            (16).
+        epochs: int. Defaults to the model preset's (150 for
+            EfficientCapsNet).
+        batch_size: int. The global batch size. Defaults to the model
+            preset's (16 for EfficientCapsNet).
         precision: str. `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`.
         strategy: str. See `keras_caps.training.strategy.get_strategy`.
         data_dir: str. Folder with the raw dataset files; `None` uses
@@ -94,6 +95,9 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
            else {}),
         **(dataset_options or {}),
     }
+    # What `evaluate` needs to rebuild the same test set (the statistics
+    # are added below and stored in the model itself).
+    recorded_options = dict(dataset_options)
 
     keras.utils.set_random_seed(seed)
     if deterministic:
@@ -159,6 +163,7 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             "strategy": type(distribution).__name__,
             "num_replicas": distribution.num_replicas_in_sync,
             "seed": seed,
+            "dataset_options": recorded_options,
             "train_seconds_this_run": round(train_seconds, 1),
             "hardware": describe_hardware(),
             "versions": {"keras": keras.__version__,
@@ -199,17 +204,30 @@ def _callbacks(work_dir, checkpoint, backup_frequency, schedule):
 
 def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
              dataset_options=None):
-    """Evaluates a saved `.keras` model on the test split of `dataset`."""
+    """Evaluates a saved `.keras` model on the test split of `dataset`.
+
+    When the model comes from `train` (a `metrics.json` beside it), the
+    test set is built with the loader options that run used (e.g.
+    CapsNet's 4-pixel MultiMNIST shifts); `dataset_options` override them.
+    """
     _check_choice("dataset", dataset, datasets.DATASETS)
     if not os.path.exists(model_path):
         raise ValueError(f"No model at `model_path`. Received: "
                          f"model_path={model_path!r}")
     network = keras.saving.load_model(model_path)
     names = {layer.name for layer in network.layers}
+    run_record = os.path.join(os.path.dirname(os.path.abspath(model_path)),
+                              "metrics.json")
+    options = {}
+    if os.path.exists(run_record):
+        with open(run_record) as file:
+            record = json.load(file)
+        if record.get("dataset") == dataset:
+            options.update(record.get("dataset_options", {}))
+    options.update(dataset_options or {})
     test = datasets.load(dataset, "test", batch_size=batch_size,
                          data_dir=data_dir, seed=seed,
-                         reconstruction="label" in names,
-                         **(dataset_options or {}))
+                         reconstruction="label" in names, **options)
     _check_labels_match(network, test)
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"model_path": os.path.abspath(model_path), "dataset": dataset,

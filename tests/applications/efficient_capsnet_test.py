@@ -116,6 +116,11 @@ class EfficientCapsNetTest(TestCase):
                             epochs=1, verbose=0)
         self.assertAllFinite(history.history["loss"])
 
+    def test_numpy_integer_input_shape(self):
+        shape = tuple(np.int64(size) for size in (28, 28, 1))
+        model = EfficientCapsNet("mnist", input_shape=shape, compile=False)
+        self.assertEqual(model.input["image"].shape, (None, 28, 28, 1))
+
     def test_without_reconstruction_and_uncompiled(self):
         model = EfficientCapsNet("mnist", reconstruction=False)
         self.assertEqual(model.output_shape, (None, 10))

@@ -176,6 +176,8 @@ def test_too_many_partners(data_dir):
 def test_invalid_options(data_dir):
     with pytest.raises(ValueError, match="shift"):
         multi_mnist.load("train", batch_size=8, data_dir=data_dir, shift=-1)
+    with pytest.raises(TypeError, match="`shift`.*Received: shift=2.0"):
+        multi_mnist.load("train", batch_size=8, data_dir=data_dir, shift=2.0)
     with pytest.raises(ValueError, match="pairs_per_epoch"):
         multi_mnist.load("train", batch_size=8, data_dir=data_dir,
                          pairs_per_epoch=4)

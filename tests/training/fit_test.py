@@ -175,3 +175,11 @@ def test_reconstruction_defaults_to_the_model_and_rejects_a_missing_decoder():
     with pytest.raises(ValueError, match="has no reconstruction decoder"):
         training.train("vector_routing_capsnet", "mnist",
                        output_dir="unused", reconstruction=True)
+
+
+def test_multi_mnist_selects_on_the_official_per_digit_accuracy():
+    from keras_caps.training.best_checkpoint import resolve_monitor
+
+    logs = {"val_length_exact_match_accuracy": 0.5,
+            "val_length_multi_digit_accuracy": 0.7, "loss": 1.0}
+    assert resolve_monitor("auto", logs) == "val_length_multi_digit_accuracy"
