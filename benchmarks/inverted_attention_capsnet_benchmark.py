@@ -1,4 +1,4 @@
-"""Training speed and peak memory of InvertedAttentionCapsNet-CIFAR-10 (issue 5).
+"""Training speed and peak memory of InvertedAttentionCapsNet on CIFAR-10.
 
 Usage:
 
@@ -199,8 +199,8 @@ def main():
           f"{args.batch_size}, {args.precision}, median of {args.steps} "
           f"steps after {args.warmup} warm-up, {args.rounds} round(s)")
     header = (f"{'row':<22} {'jit':>3} {'trainable':>10} {'s/step':>7} "
-              f"{'img/s':>6} {'CPU s':>6} {'peak GB':>8} {'+run GB':>8} {'speed-up':>9} "
-              f"{'mem ratio':>9}")
+              f"{'img/s':>6} {'CPU s':>6} {'peak GB':>8} {'+run GB':>8} "
+              f"{'speed-up':>9} {'mem ratio':>9}")
     print(header)
     print("-" * len(header))
     for row in rows:

@@ -1,4 +1,4 @@
-"""Forward+backward time and peak memory of `InvertedAttentionRouting` (issue 5).
+"""Forward+backward time and peak memory of `InvertedAttentionRouting`.
 
 Usage:
 

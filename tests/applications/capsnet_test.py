@@ -81,7 +81,7 @@ class CapsNetTest(TestCase):
         # default 0.1 of the official `weight_variable`.
         for name, stddev in (("conv_1", 0.05), ("primary_caps", 0.1)):
             layer = model.get_layer(name)
-            initializer = getattr(layer, "kernel_initializer")
+            initializer = layer.kernel_initializer
             self.assertIsInstance(initializer,
                                   keras.initializers.TruncatedNormal)
             self.assertEqual(initializer.stddev, stddev, name)
