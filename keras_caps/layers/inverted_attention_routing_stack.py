@@ -121,6 +121,16 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
             layer = self.layers[index]
             if not layer.built:
                 layer.build(shape)
+                continue
+            # The stack calls the layers' routing steps directly, past
+            # their input specs: check a layer built elsewhere here.
+            built = layer._built_input_shape()
+            if tuple(shape[1:]) != tuple(built[1:]):
+                raise ValueError(
+                    f"`{type(self).__name__}` feeds layers[{index}] "
+                    f"({layer.name}) inputs of shape {tuple(shape)}, but "
+                    f"that layer was already built for {built}. Received: "
+                    f"input_shape={tuple(input_shape)}")
 
     def call(self, inputs, training=None):
         layers = self.layers

@@ -13,11 +13,10 @@ from tests.layers import inverted_attention_reference as reference
 # routing.md §2.6: the capsule part of the CIFAR ResNet-backbone models
 # (conv caps 3x3 s2 and 3x3 s1 on a 16x16 map of 32 primary types, then
 # the FC capsule layers), and the whole models' totals.
-CIFAR10_ROUTING_PARAMS = 147_456 + 32 + 147_456 + 32 + 128_000 + 32
-CIFAR100_ROUTING_PARAMS = (331_776 + 72) * 2 + 576_000 + 72 + 72_000 + 72
-RESNET_BACKBONE_PARAMS = 1_340_224
-CIFAR10_TOTAL_PARAMS = 1_828_817
-CIFAR100_TOTAL_PARAMS = 2_799_629
+# routing.md §2.6: the capsule routing layers of the CIFAR models (kernel
+# plus LayerNorm gain and bias per layer).
+CIFAR10_ROUTING_PARAMS = 423_008  # 147,456 + 32 + 147,456 + 32 + 128,000 + 32
+CIFAR100_ROUTING_PARAMS = 1_311_840  # 2 x (331,776 + 72) + 576,072 + 72,072
 
 
 def _numpy(x):
@@ -358,11 +357,9 @@ class InvertedAttentionRoutingTest(TestCase):
         # routing.md §2.6; the ResNet backbone is the application's. The
         # counts do not depend on the initializer; zeros are fast to make.
         zeros = "zeros"
-        for pose_dim, fc_layers, routing_params, primary_params, total in (
-                (16, [(10, 16)], CIFAR10_ROUTING_PARAMS, 65_536 + 32,
-                 CIFAR10_TOTAL_PARAMS),
-                (36, [(20, 36), (100, 36)], CIFAR100_ROUTING_PARAMS,
-                 147_456 + 72, CIFAR100_TOTAL_PARAMS)):
+        for pose_dim, fc_layers, routing_params in (
+                (16, [(10, 16)], CIFAR10_ROUTING_PARAMS),
+                (36, [(20, 36), (100, 36)], CIFAR100_ROUTING_PARAMS)):
             stack = InvertedAttentionRoutingStack(
                 [InvertedAttentionRouting(32, pose_dim, kernel_size=3,
                                           strides=2, kernel_initializer=zeros),
@@ -377,11 +374,9 @@ class InvertedAttentionRoutingTest(TestCase):
                 (None, fc_layers[-1][0], pose_dim))
             self.assertEqual(tuple(stack.layers[0].kernel.shape),
                              (3, 3, 32, *(2 * [int(pose_dim ** 0.5)]), 32))
-            classifier = pose_dim + 1  # Dense(d -> 1), shared
-            self.assertEqual(RESNET_BACKBONE_PARAMS + primary_params
-                             + routing_params + classifier, total)
-        self.assertEqual(CIFAR10_ROUTING_PARAMS, 423_008)
-        self.assertEqual(CIFAR100_ROUTING_PARAMS, 1_311_840)
+        # The whole models' totals (1,828,817 / 2,799,629) are pinned on
+        # the built application in
+        # tests/applications/inverted_attention_capsnet_test.py.
 
     def test_stack_config_round_trip_keeps_children(self):
         stack = _three_layer_stack("vector", num_iterations=3,
@@ -502,3 +497,12 @@ class InvertedAttentionRoutingTest(TestCase):
             x = rng.normal(size=(batch, 7, 6, 2, 4)).astype("float32")
             self.assertAllClose(loaded.serve(x), model(x), atol=1e-5,
                                 rtol=1e-5)
+
+
+def test_stack_rejects_a_child_built_for_another_shape():
+    child = InvertedAttentionRouting(3, 4, pose="vector")
+    child.build((None, 5, 4))
+    stack = InvertedAttentionRoutingStack([child])
+    with pytest.raises(ValueError, match="already built for \\(None, 5, 4\\)"
+                       ".*Received: input_shape=\\(2, 7, 4\\)"):
+        stack(np.zeros((2, 7, 4), dtype="float32"))
