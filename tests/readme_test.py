@@ -11,7 +11,8 @@ README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 class ReadmeTest(TestCase):
     def test_python_example_runs(self):
-        blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+        example = README.read_text().split("\n## Example", 1)[1]
+        blocks = re.findall(r"```python\n(.*?)```", example, re.S)
         self.assertNotEmpty(blocks)
         previous = os.getcwd()
         os.chdir(self.get_temp_dir())
@@ -22,3 +23,21 @@ class ReadmeTest(TestCase):
             os.chdir(previous)
         model = namespace["model"]
         self.assertEqual(tuple(model.output.shape), (None, 10))
+
+    def test_serving_example_runs(self):
+        from keras_caps.applications import EfficientCapsNet
+        from keras_caps.export import export_inference_model
+
+        serving = README.read_text().split("### Exporting and serving", 1)[1]
+        blocks = re.findall(r"```python\n(.*?)```", serving, re.S)
+        self.assertNotEmpty(blocks)
+        previous = os.getcwd()
+        os.chdir(self.get_temp_dir())
+        try:
+            export_inference_model(EfficientCapsNet("mnist"),
+                                   "exported/mnist", reconstruction=True)
+            namespace = {}
+            exec(blocks[0], namespace)  # noqa: S102
+        finally:
+            os.chdir(previous)
+        self.assertEqual(tuple(namespace["scores"].shape), (1, 10))
