@@ -28,7 +28,8 @@ def at_least_float32(x):
     Example:
 
     >>> x = keras.ops.ones((2,), dtype="float16")
-    >>> str(keras_caps.ops.at_least_float32(x).dtype).split(".")[-1]
+    >>> y = keras_caps.ops.at_least_float32(x)
+    >>> keras.backend.standardize_dtype(y.dtype)
     'float32'
     """
     x = ops.convert_to_tensor(x)

@@ -1,4 +1,5 @@
 import pytest
+import tensorflow as tf
 
 from keras_caps import cli
 from keras_caps import datasets
@@ -20,7 +21,7 @@ def _loader_options(monkeypatch, model, dataset, **train_kwargs):
         calls[split] = kwargs
         if len(calls) == 3:
             raise _StopAfterLoad
-        return None
+        return tf.data.Dataset.range(1)
 
     monkeypatch.setattr(datasets, "load", fake_load)
     with pytest.raises(_StopAfterLoad):
