@@ -4,7 +4,7 @@ from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
 from keras_caps.applications.capsnet_presets import CAPSNET_PRESETS
-from keras_caps.applications.capsule_compile import compile_capsule_model
+from keras_caps.applications.compiling import compile_capsule_model
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.presets import exponential_decay_schedule
 from keras_caps.applications.presets import lookup_preset

@@ -3,7 +3,7 @@ import keras
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
-from keras_caps.applications.capsule_compile import compile_capsule_model
+from keras_caps.applications.compiling import compile_capsule_model
 from keras_caps.applications.efficient_capsnet_presets import (
     EFFICIENT_CAPSNET_PRESETS,
 )

@@ -4,6 +4,8 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.compiling import compile_model
+from keras_caps.applications.compiling import resolve_optimizer
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.inverted_attention_capsnet_presets import (
     INVERTED_ATTENTION_CAPSNET_PRESETS,
@@ -169,18 +171,14 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
     model = keras.Model(images, logits, name=name)
 
     if compile:
-        if optimizer == "auto":
-            optimizer = keras.optimizers.SGD(
-                learning_rate=preset["learning_rate"],
-                momentum=preset["momentum"],
-                weight_decay=preset["weight_decay"])
-        model.compile(
-            optimizer=optimizer,
+        optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.SGD(
+            learning_rate=preset["learning_rate"],
+            momentum=preset["momentum"],
+            weight_decay=preset["weight_decay"]))
+        compile_model(
+            model, optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"], jit_compile=jit_compile)
-        # Creating the optimizer state now lets a freshly built model be
-        # saved and reloaded before it has trained.
-        model.optimizer.build(model.trainable_variables)
     return model
 
 

@@ -2,6 +2,8 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.compiling import compile_model
+from keras_caps.applications.compiling import resolve_optimizer
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.image_inputs import input_scaling_layer
 from keras_caps.applications.presets import exponential_decay_schedule
@@ -131,16 +133,12 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
     model = keras.Model(images, logits, name=name)
 
     if compile:
-        if optimizer == "auto":
-            optimizer = keras.optimizers.Adam(
-                learning_rate=preset["learning_rate"])
-        model.compile(
-            optimizer=optimizer,
+        optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.Adam(
+            learning_rate=preset["learning_rate"]))
+        compile_model(
+            model, optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"], jit_compile=jit_compile)
-        # Creating the optimizer state now lets a freshly built model be
-        # saved and reloaded before it has trained.
-        model.optimizer.build(model.trainable_variables)
     return model
 
 

@@ -2,6 +2,8 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.compiling import compile_model
+from keras_caps.applications.compiling import resolve_optimizer
 from keras_caps.validation import check_positive_int
 
 # Spec §3.6: the paper's heads route (position x depth) to 64 vectors of the
@@ -155,8 +157,8 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
     model = keras.Model(backbone.input, logits, name=name)
 
     if compile:
-        if optimizer == "auto":
-            optimizer = keras.optimizers.Adam(learning_rate=1e-3)
+        optimizer = resolve_optimizer(
+            optimizer, lambda: keras.optimizers.Adam(learning_rate=1e-3))
         if loss == "auto":
             loss = keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True)
@@ -164,11 +166,8 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
                 name="accuracy")]
         else:
             metrics = ["accuracy"]
-        model.compile(optimizer=optimizer, loss=loss, metrics=metrics,
+        compile_model(model, optimizer, loss=loss, metrics=metrics,
                       jit_compile=jit_compile)
-        # Creating the optimizer state now lets a freshly built model be
-        # saved and reloaded before it has trained.
-        model.optimizer.build(model.trainable_variables)
     return model
 
 

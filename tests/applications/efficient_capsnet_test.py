@@ -1,3 +1,5 @@
+import os
+
 import keras
 import numpy as np
 from absl.testing import parameterized
@@ -163,6 +165,17 @@ class EfficientCapsNetTest(TestCase):
         self.assertAllFinite(history.history["loss"])
         for weight in model.weights:
             self.assertEqual(weight.dtype, "float32")
+        # The compile config records the loss-scale wrapper, so the model
+        # reloads with all its optimizer state under the float32 policy
+        # too (a mismatch would warn, and warnings are errors here).
+        path = os.path.join(self.get_temp_dir(), "mixed.keras")
+        model.save(path)
+        keras.config.set_dtype_policy("float32")
+        restored = keras.saving.load_model(path)
+        self.assertIsInstance(restored.optimizer,
+                              keras.optimizers.LossScaleOptimizer)
+        self.assertEqual(restored.get_layer("digit_caps").compute_dtype,
+                         "float16")
 
     def test_learning_rate_schedule(self):
         schedule = learning_rate_schedule("mnist")
