@@ -2,7 +2,6 @@
 
 import functools
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
@@ -158,22 +157,7 @@ def _split_examples(dataset, split, validation, seed, data_dir):
     train, held = holdout.holdout_indices(
         _labels(dataset, "train", data_dir), seed)
     chosen = train if split == "train" else held
-    keep = np.zeros(len(train) + len(held), dtype=bool)
-    keep[chosen] = True
-    keep = tf.constant(keep)
-
-    def is_kept(index, example):
-        del example
-        return tf.gather(keep, index)
-
-    def drop_index(index, example):
-        del index
-        return example
-
-    examples = examples.enumerate().filter(is_kept).map(drop_index)
-    examples = examples.apply(
-        tf.data.experimental.assert_cardinality(len(chosen)))
-    return examples, len(chosen)
+    return pipeline.select_examples(examples, chosen, len(train) + len(held))
 
 
 def _labels(dataset, tfds_split, data_dir):

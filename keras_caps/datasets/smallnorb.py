@@ -172,22 +172,7 @@ def _split_examples(split, validation, seed, data_dir):
         return examples, num_examples
     train, held = holdout.holdout_indices(_labels("train", data_dir), seed)
     chosen = train if split == "train" else held
-    keep = np.zeros(len(train) + len(held), dtype=bool)
-    keep[chosen] = True
-    keep = tf.constant(keep)
-
-    def is_kept(index, example):
-        del example
-        return tf.gather(keep, index)
-
-    def drop_index(index, example):
-        del index
-        return example
-
-    examples = examples.enumerate().filter(is_kept).map(drop_index)
-    examples = examples.apply(
-        tf.data.experimental.assert_cardinality(len(chosen)))
-    return examples, len(chosen)
+    return pipeline.select_examples(examples, chosen, len(train) + len(held))
 
 
 def _labels(tfds_split, data_dir):
