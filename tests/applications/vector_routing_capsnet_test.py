@@ -200,7 +200,6 @@ class VectorRoutingCapsNetRecipeTest(TestCase):
             self.assertAllClose(loaded.serve(images), model(images),
                                 atol=1e-5, rtol=1e-5)
 
-    @pytest.mark.large
     def test_trains_through_the_recipe(self):
         from keras_caps import training
 
@@ -211,7 +210,7 @@ class VectorRoutingCapsNetRecipeTest(TestCase):
         record = training.train(
             "vector_routing_capsnet", "mnist", output_dir=output_dir,
             epochs=1, batch_size=10, steps_per_epoch=2, data_dir=data_dir,
-            reconstruction=False, verbose=0)
+            verbose=0)  # No decoder: reconstruction defaults to False.
         self.assertEqual(record["monitor"], "val_accuracy")
         self.assertIn("accuracy", record["test"])
         with open(os.path.join(output_dir, "metrics.json")) as file:
@@ -222,4 +221,4 @@ class VectorRoutingCapsNetRecipeTest(TestCase):
         with self.assertRaisesRegex(ValueError, "--no-reconstruction"):
             training.train("vector_routing_capsnet", "mnist",
                            output_dir=output_dir, epochs=1, batch_size=10,
-                           data_dir=data_dir)
+                           data_dir=data_dir, reconstruction=True)
