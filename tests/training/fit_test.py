@@ -124,20 +124,21 @@ def test_killed_run_resumes_without_repeating_epochs(tmp_path):
                                stderr=subprocess.DEVNULL)
     backup = output_dir / "backup" / "training_metadata.json"
     deadline = time.time() + 300
-    # Kill mid-epoch: once a backup inside the second or third epoch (a
-    # batch-level backup, batch > 0) exists.
-    while time.time() < deadline:
-        state = _backup_state(backup)
-        if state and state["epoch"] >= 1 and state["batch"] > 0:
-            break
-        if process.poll() is not None:
-            pytest.fail("training ended before it could be killed")
-        time.sleep(0.05)
-    else:
-        process.kill()
-        pytest.fail("no mid-epoch backup appeared within 5 minutes")
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    try:
+        # Kill mid-epoch: once a backup inside the second or third epoch (a
+        # batch-level backup, batch > 0) exists.
+        while time.time() < deadline:
+            state = _backup_state(backup)
+            if state and state["epoch"] >= 1 and state["batch"] > 0:
+                break
+            if process.poll() is not None:
+                pytest.fail("training ended before it could be killed")
+            time.sleep(0.05)
+        else:
+            pytest.fail("no mid-epoch backup appeared within 5 minutes")
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
     assert not (output_dir / "model.keras").exists()
     finished = _history_epochs(output_dir)
     assert finished in ([0], [0, 1]), finished
