@@ -4,6 +4,7 @@ from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
 from keras_caps.applications.capsnet_presets import CAPSNET_PRESETS
+from keras_caps.applications.capsule_head import capsule_model
 from keras_caps.applications.compiling import compile_capsule_model
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.presets import exponential_decay_schedule
@@ -109,24 +110,12 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     class_capsules = layers.DynamicRouting(
         num_classes, preset["capsule_dim"], num_iterations=num_iterations,
         use_bias=True, name="digit_caps")(capsules)
-    lengths = layers.Length(dtype="float32", name="length")(class_capsules)
-
+    decoder = None
     if reconstruction:
-        label_shape = ((num_classes,) if num_objects == 1 else
-                       (num_objects, num_classes))
-        labels = keras.Input(label_shape, name="label")
-        masked = layers.Mask(num_masks=None if num_objects == 1
-                             else num_objects, name="mask")(
-            [class_capsules, labels])
         decoder = decoders.dense_decoder(
             num_classes * preset["capsule_dim"], input_shape,
             num_objects=num_objects)
-        model = keras.Model(
-            {"image": images, "label": labels},
-            {"length": lengths, "reconstruction": decoder(masked)},
-            name=name)
-    else:
-        model = keras.Model(images, lengths, name=name)
+    model = capsule_model(images, class_capsules, decoder, num_objects, name)
 
     if compile:
         compile_capsule_model(model, preset, reconstruction, optimizer,

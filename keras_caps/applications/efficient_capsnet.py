@@ -3,6 +3,7 @@ import keras
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
+from keras_caps.applications.capsule_head import capsule_model
 from keras_caps.applications.compiling import compile_capsule_model
 from keras_caps.applications.efficient_capsnet_presets import (
     EFFICIENT_CAPSNET_PRESETS,
@@ -102,23 +103,11 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
                                   name="primary_caps")(x)
     class_capsules = layers.FCCaps(num_classes, preset["capsule_dim"],
                                    name="digit_caps")(capsules)
-    lengths = layers.Length(dtype="float32", name="length")(class_capsules)
-
+    decoder = None
     if reconstruction:
-        label_shape = ((num_classes,) if num_objects == 1 else
-                       (num_objects, num_classes))
-        labels = keras.Input(label_shape, name="label")
-        masked = layers.Mask(num_masks=None if num_objects == 1
-                             else num_objects, name="mask")(
-            [class_capsules, labels])
         decoder = _decoder(preset, input_shape,
                            num_classes * preset["capsule_dim"])
-        model = keras.Model(
-            {"image": images, "label": labels},
-            {"length": lengths, "reconstruction": decoder(masked)},
-            name=name)
-    else:
-        model = keras.Model(images, lengths, name=name)
+    model = capsule_model(images, class_capsules, decoder, num_objects, name)
 
     if compile:
         compile_capsule_model(model, preset, reconstruction, optimizer,
