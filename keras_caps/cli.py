@@ -87,6 +87,10 @@ def build_parser():
     export.add_argument("--export-dir", required=True)
     export.add_argument("--reconstruction", action="store_true",
                         help="Also serve the reconstruction.")
+    export.add_argument("--precision", default=None, choices=PRECISIONS,
+                        help="Precision of the served convolutions: "
+                        "mixed_bfloat16 is about 2x faster on CPUs with "
+                        "bfloat16 instructions. Defaults to the model's.")
 
     plot = commands.add_parser(
         "plot", help="Draw a figure of a saved model (or of a training "
@@ -190,7 +194,8 @@ def _run(args):
                              f"{args.model_path!r}")
         export_inference_model(keras.saving.load_model(args.model_path),
                                args.export_dir,
-                               reconstruction=args.reconstruction)
+                               reconstruction=args.reconstruction,
+                               precision=args.precision)
         print(f"Exported the inference model to {args.export_dir}")
     return 0
 

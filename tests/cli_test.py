@@ -47,6 +47,24 @@ def test_export_serves_raw_images(saved_model_and_data, tmp_path):
     assert tuple(outputs["reconstruction"].shape) == (3, 28, 28, 1)
 
 
+def test_export_in_mixed_bfloat16_matches_float32(saved_model_and_data,
+                                                  tmp_path):
+    model_path, _ = saved_model_and_data
+    images = tf.constant(np.random.default_rng(0).uniform(
+        0, 255, (5, 28, 28, 1)).astype("float32"))
+    scores = {}
+    for precision in ("float32", "mixed_bfloat16"):
+        export_dir = str(tmp_path / precision)
+        assert cli.main(["export", "--model-path", model_path, "--export-dir",
+                         export_dir, "--precision", precision]) == 0
+        served = tf.saved_model.load(export_dir)
+        scores[precision] = served.serve(images).numpy()
+    assert scores["mixed_bfloat16"].dtype == np.float32
+    np.testing.assert_allclose(scores["mixed_bfloat16"], scores["float32"],
+                               atol=0.02)
+    assert not np.array_equal(scores["mixed_bfloat16"], scores["float32"])
+
+
 @pytest.mark.parametrize("argv, message", [
     (["export", "--model-path", "missing.keras", "--export-dir", "x"],
      "No model at `--model-path`"),

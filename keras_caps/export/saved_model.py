@@ -4,11 +4,15 @@ import os
 import shutil
 import tempfile
 
-from keras_caps.applications import inference_model
+from keras_caps.applications import serving_model
 
 
-def export_inference_model(model, path, reconstruction=False):
+def export_inference_model(model, path, reconstruction=False, precision=None):
     """Exports the inference graph of `model` as a TensorFlow SavedModel.
+
+    What gets exported is `keras_caps.applications.serving_model(model,
+    reconstruction, precision)`: the image-to-scores graph with the batch
+    normalisations folded into the following convolutions.
 
     The serving signature `serve` (also the default signature) takes raw
     images, float32 pixels in [0, 255] of shape `(batch, height, width,
@@ -23,13 +27,16 @@ def export_inference_model(model, path, reconstruction=False):
             model).
         path: str. The SavedModel folder. Replaced if it exists.
         reconstruction: bool. Also serve the reconstruction.
+        precision: `None` (keep the model's dtype policies), `"float32"`,
+            or `"mixed_bfloat16"` / `"mixed_float16"` (the convolutions
+            compute in 16 bits: about 2x faster on CPUs with bfloat16
+            instructions and on GPUs). See `serving_model`.
 
     Returns:
         The exported inference model (a `keras.Model`).
     """
-    names = {layer.name for layer in model.layers}
-    if "label" in names or "mask" in names:
-        model = inference_model(model, reconstruction=reconstruction)
+    model = serving_model(model, reconstruction=reconstruction,
+                          precision=precision)
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
