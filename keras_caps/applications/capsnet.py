@@ -15,7 +15,7 @@ from keras_caps.validation import check_positive_int
 @keras_caps_export("keras_caps.applications.CapsNet")
 def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
             num_iterations=None, reconstruction=True, compile=True,
-            optimizer="auto", jit_compile=False, name="capsnet"):
+            optimizer="auto", jit_compile="auto", name="capsnet"):
     """Builds the original CapsNet, compiled and ready for `model.fit`.
 
     The architecture of Sabour et al. (2017) for `dataset`: a 9x9
@@ -62,7 +62,11 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         optimizer: `"auto"` (Adam with the preset's learning rate, 1e-3)
             or a Keras optimizer.
         jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `False`.
+            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
+            runs op by op) and on TensorFlow with a GPU or TPU and no
+            distribution strategy; no XLA on CPU-only TensorFlow, where it
+            made the EfficientCapsNet training step about 3x slower
+            (`benchmarks/efficient_capsnet_benchmark.py`).
         name: str. Model name.
 
     Returns:

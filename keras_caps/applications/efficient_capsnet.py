@@ -18,7 +18,7 @@ from keras_caps.validation import check_positive_int
 @keras_caps_export("keras_caps.applications.EfficientCapsNet")
 def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
                      reconstruction=True, input_statistics=None,
-                     compile=True, optimizer="auto", jit_compile=False,
+                     compile=True, optimizer="auto", jit_compile="auto",
                      name="efficient_capsnet"):
     """Builds Efficient-CapsNet, compiled and ready for `model.fit`.
 
@@ -61,9 +61,11 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         optimizer: `"auto"` (Adam with the preset's learning rate, 5e-4) or
             a Keras optimizer.
         jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `False`: on CPUs, XLA made the training step about 3x slower
-            (`benchmarks/efficient_capsnet_benchmark.py`); measure before
-            turning it on for a GPU or TPU.
+            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
+            runs op by op) and on TensorFlow with a GPU or TPU and no
+            distribution strategy; no XLA on CPU-only TensorFlow, where it
+            made the EfficientCapsNet training step about 3x slower
+            (`benchmarks/efficient_capsnet_benchmark.py`).
         name: str. Model name.
 
     Returns:

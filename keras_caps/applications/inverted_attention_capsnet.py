@@ -26,7 +26,7 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
                              input_shape=None, num_classes=None,
                              num_iterations=2, schedule="concurrent",
                              reconstruction=False, compile=True,
-                             optimizer="auto", jit_compile=False,
+                             optimizer="auto", jit_compile="auto",
                              name="inverted_attention_capsnet"):
     """Builds the CIFAR capsule network of Tsai et al. (2020), compiled.
 
@@ -85,7 +85,11 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
             Defaults to `True`.
         optimizer: `"auto"` (the preset's SGD) or a Keras optimizer.
         jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `False`.
+            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
+            runs op by op) and on TensorFlow with a GPU or TPU and no
+            distribution strategy; no XLA on CPU-only TensorFlow, where it
+            made the EfficientCapsNet training step about 3x slower
+            (`benchmarks/efficient_capsnet_benchmark.py`).
         name: str. Model name.
 
     Returns:

@@ -20,7 +20,7 @@ _LAYER_NORM_EPSILON = 1e-5
 def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
                          num_classes=None, reconstruction=False,
                          input_statistics=None, compile=True,
-                         optimizer="auto", jit_compile=False,
+                         optimizer="auto", jit_compile="auto",
                          name="vector_routing_capsnet"):
     """Builds an image classifier of stacked vector routings, compiled.
 
@@ -68,7 +68,11 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
         optimizer: `"auto"` (Adam with the preset's learning rate, 1e-3) or
             a Keras optimizer.
         jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `False`.
+            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
+            runs op by op) and on TensorFlow with a GPU or TPU and no
+            distribution strategy; no XLA on CPU-only TensorFlow, where it
+            made the EfficientCapsNet training step about 3x slower
+            (`benchmarks/efficient_capsnet_benchmark.py`).
         name: str. Model name.
 
     Returns:

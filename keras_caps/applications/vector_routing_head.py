@@ -15,7 +15,7 @@ _LAYER_NORM_EPSILON = 1e-5
 def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
                       num_hidden_capsules=64, hidden_capsule_dim=None,
                       num_hidden_routings=2, num_iterations=2, compile=True,
-                      optimizer="auto", loss="auto", jit_compile=False,
+                      optimizer="auto", loss="auto", jit_compile="auto",
                       name="vector_routing_head"):
     """Puts Heinsen's routing classification head on a Keras backbone.
 
@@ -89,7 +89,11 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
             other than `"auto"` gets the metric `"accuracy"`, which Keras
             matches to the labels.
         jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `False`.
+            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
+            runs op by op) and on TensorFlow with a GPU or TPU and no
+            distribution strategy; no XLA on CPU-only TensorFlow, where it
+            made the EfficientCapsNet training step about 3x slower
+            (`benchmarks/efficient_capsnet_benchmark.py`).
         name: str. Model name.
 
     Returns:

@@ -90,9 +90,19 @@ class PrimaryCaps(keras.layers.Layer):
             name="depthwise_conv",
         )
         self.depthwise_conv.build(input_shape)
+        # When the window covers the whole map (Efficient-CapsNet), the
+        # convolution has one output position: a per-channel dot product.
+        self._covers_input = tuple(input_shape[1:3]) == self.kernel_size
 
     def call(self, inputs):
-        features = self.depthwise_conv(inputs)  # (batch, h', w', channels)
+        if self._covers_input:
+            # Without the convolution op, whose gradients are slow on CPUs.
+            kernel = ops.cast(self.depthwise_conv.kernel[..., 0],
+                              inputs.dtype)  # (h, w, channels)
+            features = ops.einsum("bhwc,hwc->bc", inputs, kernel) + ops.cast(
+                self.depthwise_conv.bias, inputs.dtype)  # (batch, channels)
+        else:
+            features = self.depthwise_conv(inputs)  # (batch, h', w', channels)
         batch_size = ops.shape(features)[0]
         capsules = ops.reshape(
             features, (batch_size, self.num_capsules, self.capsule_dim))

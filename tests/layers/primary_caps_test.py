@@ -4,6 +4,7 @@ from absl.testing import parameterized
 
 from keras_caps.layers import PrimaryCaps
 from keras_caps.testing import TestCase
+from keras_caps.testing import value_and_gradients
 from tests.layers import reference
 
 
@@ -66,6 +67,40 @@ class PrimaryCapsTest(TestCase):
         layer.set_weights([kernel.reshape(4, 4, 8, 1), bias])
         features = keras.ops.convert_to_numpy(grouped(x)).reshape(2, 2, 4)
         self.assertAllClose(layer(x), reference.squash(features), atol=1e-5)
+
+    @parameterized.named_parameters(("float32", "float32", 1e-5),
+                                    ("mixed_bfloat16", "mixed_bfloat16", 0.05))
+    def test_full_window_equals_depthwise_convolution_with_gradients(
+            self, dtype, atol):
+        # A window covering the whole map takes a dot-product shortcut: same
+        # values and gradients as the depthwise convolution of a window that
+        # does not (the map padded by one row and column, stride 2).
+        rng = np.random.default_rng(2)
+        x = rng.normal(size=(3, 4, 4, 8)).astype("float32")
+        padded = np.pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)))
+        weights = [rng.normal(size=(4, 4, 8, 1)).astype("float32"),
+                   rng.normal(size=(8,)).astype("float32")]
+        shortcut = PrimaryCaps(num_capsules=2, capsule_dim=4, kernel_size=4,
+                               dtype=dtype)
+        convolution = PrimaryCaps(num_capsules=2, capsule_dim=4,
+                                  kernel_size=4, strides=2, dtype=dtype)
+        shortcut.build(x.shape)
+        convolution.build(padded.shape)
+        shortcut.set_weights(weights)
+        convolution.set_weights(weights)
+
+        self.assertTrue(shortcut._covers_input)
+        self.assertFalse(convolution._covers_input)
+        outputs, gradients = value_and_gradients(shortcut, x)
+        expected, expected_gradients = value_and_gradients(convolution,
+                                                           padded)
+
+        self.assertAllClose(keras.ops.cast(outputs, "float32"),
+                            keras.ops.cast(expected, "float32"), atol=atol)
+        self.assertAllClose(gradients[0], expected_gradients[0][:, :4, :4],
+                            atol=atol)
+        for got, want in zip(gradients[1:], expected_gradients[1:]):
+            self.assertAllClose(got, want, atol=atol, rtol=atol)
 
     def test_sabour_squash(self):
         x = np.random.default_rng(2).normal(size=(2, 3, 3, 4))
