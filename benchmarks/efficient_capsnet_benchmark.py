@@ -16,9 +16,11 @@ created inside `call`, `tf.norm` squash, and the self-attention routing that
 builds the full N_in x N_in agreement matrix. Same architecture and the same
 161,824 trainable parameters without the decoder.
 
-The arithmetic of one training step is about 0.18 GFLOP per image; at the
-~100 GFLOP/s matrix throughput of a 2-core CPU of this kind the limit is near
-1.8 ms per image, and the table prints the fraction of that limit reached.
+The arithmetic of one training step is about 0.18 GFLOP per image (0.06
+for inference). Each round also measures the machine's float32 matrix
+throughput (a 1024x1024 matmul, in its own process); the table prints the
+share of that arithmetic limit each of our steps reaches (near 100 % means
+no faster float32 implementation of this architecture is possible here).
 """
 
 import argparse
@@ -30,8 +32,7 @@ import subprocess
 import sys
 import time
 
-TRAIN_GFLOP_PER_IMAGE = 0.18
-MACHINE_GFLOPS = 100.0
+GFLOP_PER_IMAGE = {"train": 0.18, "inference": 0.06}
 
 
 def _official_style_model():
@@ -192,6 +193,21 @@ def _worker(implementation, precision, mode, batch_size, steps):
                       "peak_mib": peak_mib}))
 
 
+def _matmul_gflops(repeats=30, size=1024):
+    """The float32 matrix throughput of this process, GFLOP/s (median)."""
+    import tensorflow as tf
+
+    a = tf.random.normal((size, size))
+    matmul = tf.function(lambda x: tf.matmul(x, x))
+    matmul(a).numpy()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a).numpy()
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"gflops": 2 * size**3 / statistics.median(times) / 1e9}))
+
+
 def _measure(implementation, precision, mode, batch_size, steps):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
@@ -210,6 +226,9 @@ def main():
     args = parser.parse_args()
     if args.worker:
         implementation, precision, mode, batch_size, steps = args.worker
+        if mode == "matmul":
+            _matmul_gflops()
+            return
         _worker(implementation, precision, mode, int(batch_size), int(steps))
         return
 
@@ -221,6 +240,8 @@ def main():
                 ("keras_caps", "mixed_bfloat16")]
     results = {}
     for round_index in range(args.rounds):
+        results.setdefault("matmul", []).append(_measure(
+            "none", "float32", "matmul", 0, 0))
         for mode, batch_size in configurations:
             order = variants if round_index % 2 == 0 else variants[::-1]
             for implementation, precision in order:
@@ -231,9 +252,11 @@ def main():
     def median(key, field):
         return statistics.median(r[field] for r in results[key])
 
+    machine_gflops = statistics.median(r["gflops"] for r in results["matmul"])
     print(f"EfficientCapsNet-MNIST, {os.cpu_count()} CPU cores, medians of "
           f"{args.rounds} rounds x {args.steps} steps (first quarter "
-          "discarded as warm-up)\n")
+          f"discarded as warm-up); float32 matmul: {machine_gflops:.0f} "
+          "GFLOP/s\n")
     header = (f"{'mode':<10}{'batch':>6}{'ours ms':>9}{'ours img/s':>12}"
               f"{'official ms':>13}{'speedup':>9}{'of limit':>10}"
               f"{'ours bf16 ms':>14}{'speedup':>9}{'ours MiB':>10}"
@@ -250,11 +273,9 @@ def main():
                           "peak_mib")
         official_mib = median(("official", "float32", mode, batch_size),
                               "peak_mib")
-        limit = ""
-        if mode == "train":
-            limit_ms = (1000 * batch_size * TRAIN_GFLOP_PER_IMAGE
-                        / MACHINE_GFLOPS)
-            limit = f"{limit_ms / ours:.0%}"
+        limit_ms = (1000 * batch_size * GFLOP_PER_IMAGE[mode]
+                    / machine_gflops)
+        limit = f"{limit_ms / ours:.0%}"
         print(f"{mode:<10}{batch_size:>6}{ours:>9.1f}"
               f"{1000 * batch_size / ours:>12.0f}{official:>13.1f}"
               f"{official / ours:>8.2f}x{limit:>10}{bf16:>14.1f}"

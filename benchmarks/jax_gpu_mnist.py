@@ -7,6 +7,11 @@ trains on NumPy arrays. The official augmentation is written as TensorFlow
 ops, so this run trains **without augmentation**: its error is not the
 paper's protocol and is labelled so.
 
+The model is compiled with the builders' `jit_compile="auto"`, which is XLA
+on JAX. Without it a JAX training step runs op by op: on a 2-core CPU 140 ms
+instead of 38 ms per step at batch 16, and a first GPU run with
+`jit_compile=False` did not finish one epoch (3,375 steps) in 400 s.
+
 Protocol: train on 54,000 images, select the epoch with the best accuracy on
 the 6,000 held-out training images, report that model's test error once.
 
