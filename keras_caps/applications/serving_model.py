@@ -31,8 +31,8 @@ def serving_model(model, reconstruction=False, precision=None):
 
     On a 2-core CPU, folding makes EfficientCapsNet-MNIST inference about
     10 % faster with the same float32 results (up to rounding), and
-    `precision="mixed_bfloat16"` about 2x faster on CPUs with bfloat16
-    dot-product instructions (AVX512_BF16, AMX) or on accelerators
+    `precision="mixed_bfloat16"` about 1.8x faster again on CPUs with
+    bfloat16 dot-product instructions (AVX512_BF16, AMX) or on accelerators
     (`benchmarks/efficient_capsnet_benchmark.py`). Reduced precision changes
     the scores slightly: check the accuracy on your own validation data.
 
