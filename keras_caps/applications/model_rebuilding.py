@@ -18,7 +18,12 @@ def as_functional(model, argument_name="model"):
         # A Sequential model has one input and one output.
         model = keras.Model(model.inputs[0], model.outputs[0],
                             name=model.name)
-    config = model.get_config() if isinstance(model, keras.Model) else None
+    config = None
+    if isinstance(model, keras.Model):
+        try:
+            config = model.get_config()
+        except NotImplementedError:  # A subclassed model without a config.
+            pass
     if not isinstance(config, dict) or "output_layers" not in config:
         raise TypeError(
             f"`{argument_name}` must be a functional or Sequential Keras "

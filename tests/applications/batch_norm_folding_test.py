@@ -179,7 +179,19 @@ class FoldBatchNormalizationTest(TestCase):
         self.assertAllClose(folded(images), before, atol=1e-4, rtol=1e-4)
 
     def test_rejects_what_is_not_a_functional_model(self):
-        with self.assertRaisesRegex(TypeError, "`model` must be a functional"):
-            fold_batch_normalization(keras.layers.Dense(2))
+        class Subclassed(keras.Model):
+            def __init__(self, layer, **kwargs):
+                super().__init__(**kwargs)
+                self.layer = layer
+
+            def call(self, inputs):
+                return self.layer(inputs)
+
+        subclassed = Subclassed(keras.layers.Dense(2))
+        subclassed(np.ones((1, 3), "float32"))
+        for model in (keras.layers.Dense(2), subclassed):
+            with self.assertRaisesRegex(TypeError,
+                                        "`model` must be a functional"):
+                fold_batch_normalization(model)
         with self.assertRaisesRegex(ValueError, "not built"):
             fold_batch_normalization(keras.Sequential([keras.layers.Dense(2)]))
