@@ -73,6 +73,9 @@ def fold_batch_normalization(model):
         if len(entry["inbound_nodes"][0]["args"]) != 1:
             continue
         (bn_input,) = entry["inbound_nodes"][0]["args"]
+        rank = len(bn_input["config"]["shape"])
+        if batch_norm.axis not in (-1, rank - 1):
+            continue
         consumers = [other for other in entries.values()
                      if any(history[0] == name for history in
                             _keras_histories(other["inbound_nodes"]))]
@@ -80,7 +83,7 @@ def fold_batch_normalization(model):
             continue
         consumer = consumers[0]
         folded = _folded_weights(model.get_layer(consumer["name"]),
-                                 *_affine_map(batch_norm, bn_input))
+                                 *_affine_map(batch_norm))
         if folded is None:
             continue
         # Rewire the consumer to read the batch norm's input directly.
@@ -121,11 +124,8 @@ def _reads_only(entry, input_name):
             and histories[0][0] == input_name)
 
 
-def _affine_map(batch_norm, input_tensor):
-    """`(a, b)` with `batch_norm(x, training=False) == a * x + b`, or Nones."""
-    rank = len(input_tensor["config"]["shape"])
-    if batch_norm.axis not in (-1, rank - 1):
-        return None, None
+def _affine_map(batch_norm):
+    """`(a, b)` with `batch_norm(x, training=False) == a * x + b`."""
     mean = keras.ops.convert_to_numpy(batch_norm.moving_mean)
     variance = keras.ops.convert_to_numpy(batch_norm.moving_variance)
     scale = (keras.ops.convert_to_numpy(batch_norm.gamma) if batch_norm.scale
@@ -143,8 +143,6 @@ def _folded_weights(layer, a, b):
 
     Returns `None` when `layer` is not a kind this fold is exact for.
     """
-    if a is None:
-        return None
     if isinstance(layer, PrimaryCaps):
         kernel, bias = layer.get_weights()
         return _fold_depthwise(kernel, bias, a, b)
@@ -167,8 +165,7 @@ def _folded_weights(layer, a, b):
     wide = kernel.astype("float64")
     folded_kernel = wide * a[:, None]
     spatial_axes = tuple(range(kernel.ndim - 2))
-    folded_bias = bias + np.einsum(
-        "co,c->o", wide.sum(axis=spatial_axes), np.broadcast_to(b, a.shape))
+    folded_bias = bias + np.einsum("co,c->o", wide.sum(axis=spatial_axes), b)
     return [folded_kernel.astype(kernel.dtype),
             folded_bias.astype(kernel.dtype)]
 
@@ -179,7 +176,7 @@ def _fold_depthwise(kernel, bias, a, b):
     spatial_axes = tuple(range(kernel.ndim - 2))
     folded_kernel = wide * a[:, None]
     folded_bias = bias + (wide.sum(axis=spatial_axes)
-                          * np.broadcast_to(b, a.shape)[:, None]).reshape(-1)
+                          * b[:, None]).reshape(-1)
     return [folded_kernel.astype(kernel.dtype),
             folded_bias.astype(kernel.dtype)]
 
