@@ -42,8 +42,8 @@ class ApiTest(TestCase):
 
         root = pathlib.Path(keras_caps.__file__).parent
         for folder in ("ops", "layers", "losses", "metrics",
-                       "applications"):
-            for path in (root / folder).glob("*.py"):
+                       "applications", "inference"):
+            for path in (root / folder).rglob("*.py"):
                 source = path.read_text()
                 self.assertNotRegex(
                     source, r"(?m)^\s*(import|from) tensorflow",

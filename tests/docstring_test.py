@@ -10,14 +10,16 @@ import pytest
 
 import keras_caps
 
-CORE_PACKAGES = ("ops", "layers", "losses", "metrics", "applications")
+CORE_PACKAGES = ("ops", "layers", "losses", "metrics", "applications",
+                 "inference")
 
 
 def _modules():
     for package_name in CORE_PACKAGES:
         package = importlib.import_module(f"keras_caps.{package_name}")
-        for info in pkgutil.iter_modules(package.__path__):
-            yield f"keras_caps.{package_name}.{info.name}"
+        for info in pkgutil.walk_packages(package.__path__,
+                                          f"{package.__name__}."):
+            yield info.name
     yield "keras_caps.api_export"
 
 

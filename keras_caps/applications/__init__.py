@@ -1,20 +1,40 @@
-"""Capsule-network applications: builders of compiled Keras models."""
+"""Capsule-network applications: model families that build compiled models.
 
-from keras_caps.applications.batch_norm_folding import fold_batch_normalization
+Each family has a folder with its builder and presets, and a `ModelFamily`
+(e.g. `EFFICIENT_CAPSNET`) that holds what `keras-caps train` needs. The
+shared pieces builders use: `capsule_head` (lengths, masks, decoder and
+compiling), `decoders`, `image_inputs`, `presets` (lookup and learning-rate
+schedules), `compiling`. The transforms of a trained model
+(`inference_model`, `serving_model`, `fold_batch_normalization`,
+`credit_model`) live in `keras_caps.inference` and are re-exported here.
+"""
+
+from keras_caps.applications.capsnet import CAPSNET
+from keras_caps.applications.capsnet import CAPSNET_PRESETS
 from keras_caps.applications.capsnet import CapsNet
-from keras_caps.applications.credit_model import credit_model
+from keras_caps.applications.efficient_capsnet import EFFICIENT_CAPSNET
+from keras_caps.applications.efficient_capsnet import EFFICIENT_CAPSNET_PRESETS
 from keras_caps.applications.efficient_capsnet import EfficientCapsNet
-from keras_caps.applications.efficient_capsnet_presets import (
-    EFFICIENT_CAPSNET_PRESETS,
+from keras_caps.applications.inverted_attention_capsnet import (
+    INVERTED_ATTENTION_CAPSNET,
 )
-from keras_caps.applications.inference_model import inference_model
+from keras_caps.applications.inverted_attention_capsnet import (
+    INVERTED_ATTENTION_CAPSNET_PRESETS,
+)
 from keras_caps.applications.inverted_attention_capsnet import (
     InvertedAttentionCapsNet,
 )
-from keras_caps.applications.serving_model import SERVING_PRECISIONS
-from keras_caps.applications.serving_model import serving_model
-from keras_caps.applications.vector_routing_capsnet import VectorRoutingCapsNet
-from keras_caps.applications.vector_routing_capsnet_presets import (
+from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.vector_routing_capsnet import (
+    VECTOR_ROUTING_CAPSNET,
+)
+from keras_caps.applications.vector_routing_capsnet import (
     VECTOR_ROUTING_CAPSNET_PRESETS,
 )
+from keras_caps.applications.vector_routing_capsnet import VectorRoutingCapsNet
 from keras_caps.applications.vector_routing_head import VectorRoutingHead
+from keras_caps.inference import SERVING_PRECISIONS
+from keras_caps.inference import credit_model
+from keras_caps.inference import fold_batch_normalization
+from keras_caps.inference import inference_model
+from keras_caps.inference import serving_model

@@ -1,12 +1,9 @@
-"""How the application builders compile their models."""
+"""How the application builders resolve their optimizer and compile."""
 
 import importlib
 import warnings
 
 import keras
-
-from keras_caps import losses
-from keras_caps import metrics
 
 
 def resolve_optimizer(optimizer, default):
@@ -55,6 +52,35 @@ def _accelerator_available():
                for device in keras.distribution.list_devices())
 
 
+JIT_COMPILE_DOC = (
+    "bool or `\"auto\"`, passed to `compile`. Defaults to `\"auto\"`, "
+    "Keras' choice: XLA on JAX (where an uncompiled step runs op by op) "
+    "and on TensorFlow with a GPU or TPU and no distribution strategy; no "
+    "XLA on CPU-only TensorFlow, where it slows the training steps of "
+    "these models down (see the README's speed section).")
+
+
+def builder_docstring(builder):
+    """Fills the argument docs every builder shares into its docstring."""
+    builder.__doc__ = builder.__doc__.replace("{jit_compile}",
+                                              JIT_COMPILE_DOC)
+    return builder
+
+
+def compile_logits_classifier(model, optimizer, default_optimizer,
+                              jit_compile, loss="auto"):
+    """Compiles a model with class logits: cross-entropy and accuracy.
+
+    `optimizer="auto"` becomes `default_optimizer()`; `loss="auto"` is
+    categorical cross-entropy from logits on one-hot labels.
+    """
+    optimizer = resolve_optimizer(optimizer, default_optimizer)
+    if loss == "auto":
+        loss = keras.losses.CategoricalCrossentropy(from_logits=True)
+    compile_model(model, optimizer, loss=loss, metrics=["accuracy"],
+                  jit_compile=jit_compile)
+
+
 def compile_model(model, optimizer, **compile_kwargs):
     """`model.compile(...)`, then creates the optimizer state at once.
 
@@ -63,32 +89,3 @@ def compile_model(model, optimizer, **compile_kwargs):
     """
     model.compile(optimizer=optimizer, **compile_kwargs)
     model.optimizer.build(model.trainable_variables)
-
-
-def compile_capsule_model(model, preset, reconstruction, optimizer,
-                          jit_compile):
-    """Compiles a model whose `"length"` output holds the class scores.
-
-    The margin loss on the lengths, plus `preset["reconstruction_weight"]`
-    times the mean squared error of the `"reconstruction"` output when there
-    is one; accuracy metrics on the lengths (per-digit and exact-match
-    accuracy for presets with several objects per image). `"auto"` is Adam
-    with the preset's learning rate.
-    """
-    optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.Adam(
-        learning_rate=preset["learning_rate"]))
-    if preset["num_objects"] > 1:
-        accuracy = [metrics.MultiDigitAccuracy(),
-                    metrics.ExactMatchAccuracy()]
-    else:
-        accuracy = ["accuracy"]
-    if reconstruction:
-        compile_model(
-            model, optimizer,
-            loss={"length": losses.MarginLoss(), "reconstruction": "mse"},
-            loss_weights={"length": 1.0,
-                          "reconstruction": preset["reconstruction_weight"]},
-            metrics={"length": accuracy}, jit_compile=jit_compile)
-    else:
-        compile_model(model, optimizer, loss=losses.MarginLoss(),
-                      metrics=accuracy, jit_compile=jit_compile)

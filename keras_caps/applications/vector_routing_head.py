@@ -2,6 +2,7 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.compiling import builder_docstring
 from keras_caps.applications.compiling import compile_model
 from keras_caps.applications.compiling import resolve_optimizer
 from keras_caps.validation import check_positive_int
@@ -12,6 +13,7 @@ _LAYER_NORM_EPSILON = 1e-5
 
 
 @keras_caps_export("keras_caps.applications.VectorRoutingHead")
+@builder_docstring
 def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
                       num_hidden_capsules=64, hidden_capsule_dim=None,
                       num_hidden_routings=2, num_iterations=2, compile=True,
@@ -88,12 +90,7 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
             `keras.losses.CategoricalCrossentropy(from_logits=True)`; a loss
             other than `"auto"` gets the metric `"accuracy"`, which Keras
             matches to the labels.
-        jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
-            runs op by op) and on TensorFlow with a GPU or TPU and no
-            distribution strategy; no XLA on CPU-only TensorFlow, where it
-            made the EfficientCapsNet training step about 3x slower
-            (`benchmarks/efficient_capsnet_benchmark.py`).
+        jit_compile: {jit_compile}
         name: str. Model name.
 
     Returns:

@@ -21,13 +21,14 @@ _SUBMODULES = ("augmentation", "cifar", "fashion_mnist", "holdout", "idx",
 def __getattr__(name):
     if name in _SUBMODULES:
         return importlib.import_module(f"keras_caps.datasets.{name}")
-    if name == "load":
-        from keras_caps.datasets.loader import load
+    if name in ("load", "training_statistics"):
+        from keras_caps.datasets import loader
 
-        return load
+        return getattr(loader, name)
     raise AttributeError(
         f"module 'keras_caps.datasets' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_SUBMODULES) + ["load"])
+    return sorted(list(globals()) + list(_SUBMODULES)
+                  + ["load", "training_statistics"])

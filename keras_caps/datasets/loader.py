@@ -16,6 +16,11 @@ _LOADERS = {
     "cifar10": cifar.load_cifar10,
     "cifar100": cifar.load_cifar100,
 }
+# Datasets whose presets may standardise the input, with the function that
+# computes the training images' per-channel statistics.
+_TRAINING_STATISTICS = {
+    "smallnorb": smallnorb.training_statistics,
+}
 _COMMON_ARGUMENTS = ("split", "batch_size", "training", "data_dir", "seed",
                      "validation", "reconstruction", "shuffle_buffer_size")
 
@@ -98,3 +103,24 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
                   reconstruction=reconstruction,
                   shuffle_buffer_size=shuffle_buffer_size, **options)
 
+
+def training_statistics(dataset, *, data_dir=None, seed=42,
+                        validation="holdout"):
+    """Per-channel `(mean, variance)` of the images a model trains on.
+
+    For models that standardise their input (`input_scaling` of
+    `"standardize"` in their preset): computed over the training split
+    minus the holdout (`validation="holdout"`) or the whole training split
+    (`"test"`), in raw pixel units, as `keras_caps.datasets.smallnorb.
+    training_statistics` documents.
+
+    Raises:
+        ValueError: for a dataset without such statistics.
+    """
+    if dataset not in _TRAINING_STATISTICS:
+        raise ValueError(
+            "Only some datasets provide input statistics for "
+            f"standardisation. Expected one of {sorted(_TRAINING_STATISTICS)}"
+            f". Received: dataset={dataset!r}")
+    return _TRAINING_STATISTICS[dataset](data_dir=data_dir, seed=seed,
+                                         validation=validation)

@@ -4,13 +4,13 @@ import os
 import shutil
 import tempfile
 
-from keras_caps.applications import serving_model
+from keras_caps.inference import serving_model
 
 
 def export_inference_model(model, path, reconstruction=False, precision=None):
     """Exports the inference graph of `model` as a TensorFlow SavedModel.
 
-    What gets exported is `keras_caps.applications.serving_model(model,
+    What gets exported is `keras_caps.inference.serving_model(model,
     reconstruction, precision)`: the image-to-scores graph with the batch
     normalisations folded into the following convolutions.
 

@@ -76,29 +76,33 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     Returns:
         The metrics record written to `metrics.json`.
     """
-    recipe = _check_choice("model", model, MODELS)
+    family = _check_choice("model", model, MODELS)
     _check_choice("dataset", dataset, datasets.DATASETS)
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("validation", validation, PROTOCOLS)
-    preset = recipe.get_preset(dataset)
+    preset = family.get_preset(dataset)
     if reconstruction is None:
-        reconstruction = recipe.has_decoder
-    elif reconstruction and not recipe.has_decoder:
+        reconstruction = family.has_decoder
+    elif reconstruction and not family.has_decoder:
         raise ValueError(
             f"The {model!r} model has no reconstruction decoder: train it "
             "with reconstruction=False (--no-reconstruction). Received: "
             "reconstruction=True")
-    epochs = preset["epochs"] if epochs is None else epochs
-    batch_size = preset["batch_size"] if batch_size is None else batch_size
-    dataset_options = {
-        **(recipe.dataset_options(dataset) if recipe.dataset_options
-           else {}),
-        **(dataset_options or {}),
+    dataset_options = {**family.dataset_options(dataset),
+                       **(dataset_options or {})}
+    # The run's settings, as `metrics.json` records them; the dataset
+    # options are what `evaluate` needs to rebuild the same test set (input
+    # statistics, added later, are stored in the model itself).
+    settings = {
+        "model": model, "dataset": dataset,
+        "protocol": PROTOCOLS[validation],
+        "epochs": preset["epochs"] if epochs is None else epochs,
+        "steps_per_epoch": steps_per_epoch,
+        "batch_size": (preset["batch_size"] if batch_size is None
+                       else batch_size),
+        "precision": precision, "seed": seed,
+        "dataset_options": dict(dataset_options),
     }
-    # What `evaluate` needs to rebuild the same test set (the statistics
-    # are added below and stored in the model itself).
-    recorded_options = dict(dataset_options)
-
     keras.utils.set_random_seed(seed)
     if deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -106,79 +110,27 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     keras.config.set_dtype_policy(precision)
     try:
         distribution = get_strategy(strategy)
-        chief = is_chief(distribution)
-        builder_kwargs = {"reconstruction": reconstruction}
-        if preset["input_scaling"] == "standardize":
-            statistics = datasets.smallnorb.training_statistics(
-                data_dir=data_dir, seed=seed, validation=validation)
-            builder_kwargs["input_statistics"] = statistics
-            dataset_options.setdefault("statistics", statistics)
-        # Global batches; under several workers each keeps its share of
-        # every batch (see `shard_by_data` for the policy).
-        splits = {
-            split: shard_by_data(datasets.load(
-                dataset, split, batch_size=batch_size, data_dir=data_dir,
-                seed=seed, validation=validation,
-                reconstruction=reconstruction, **dataset_options))
-            for split in ("train", "validation", "test")
-        }
-        with distribution.scope():
-            network = recipe.builder(dataset, **builder_kwargs)
-        _check_labels_match(network, splits["train"])
-
+        network, splits = _build(family, settings, reconstruction,
+                                 dataset_options, data_dir, validation,
+                                 distribution)
         # Only the chief writes the run's files. Other workers keep their
         # own backup (so that a restarted cluster resumes every worker from
         # the same step), checkpoint and logs in a scratch folder of their
         # own, removed when training ends.
+        chief = is_chief(distribution)
         work_dir = output_dir if chief else os.path.join(
             output_dir, f".{task_name(distribution)}")
-        os.makedirs(work_dir, exist_ok=True)
-        checkpoint = BestCheckpoint(
-            os.path.join(work_dir, "checkpoints", "best.keras"))
-        callbacks = _callbacks(work_dir, checkpoint, backup_frequency,
-                               recipe.learning_rate_schedule(dataset))
-        start = time.time()
-        network.fit(splits["train"], validation_data=splits["validation"],
-                    epochs=epochs, steps_per_epoch=steps_per_epoch,
-                    callbacks=callbacks, verbose=verbose,
-                    shuffle=False)  # The pipeline shuffles each epoch.
-        train_seconds = time.time() - start
-
-        if os.path.exists(checkpoint.path):
-            network.load_weights(checkpoint.path)  # The selected model.
-        test_metrics = network.evaluate(splits["test"], return_dict=True,
-                                        verbose=0)
-        record = {
-            "model": model,
-            "dataset": dataset,
-            "protocol": PROTOCOLS[validation],
-            "epochs": epochs,
-            "steps_per_epoch": steps_per_epoch,
-            "selected_epoch": (None if checkpoint.best_epoch is None
-                               else checkpoint.best_epoch + 1),
-            "monitor": checkpoint.monitor,
-            "best_validation": checkpoint.best,
-            "batch_size": batch_size,
-            "precision": precision,
-            "strategy": type(distribution).__name__,
-            "num_replicas": distribution.num_replicas_in_sync,
-            "seed": seed,
-            "dataset_options": recorded_options,
-            "train_seconds_this_run": round(train_seconds, 1),
-            "hardware": describe_hardware(),
-            "versions": {"keras": keras.__version__,
-                         "tensorflow": tf.__version__},
-            "test": {key: float(value)
-                     for key, value in test_metrics.items()},
-        }
+        record = {**settings, **_fit_select_and_test(
+            network, splits, family, settings, work_dir, backup_frequency,
+            verbose)}
+        record.update(
+            strategy=type(distribution).__name__,
+            num_replicas=distribution.num_replicas_in_sync,
+            hardware=describe_hardware(),
+            versions={"keras": keras.__version__,
+                      "tensorflow": tf.__version__})
         if chief:
-            save_model_atomically(network,
-                                  os.path.join(output_dir, "model.keras"))
-            export_inference_model(network,
-                                   os.path.join(output_dir, "export"),
-                                   reconstruction=reconstruction)
-            write_json_atomically(os.path.join(output_dir, "metrics.json"),
-                                  record)
+            _write_outputs(network, output_dir, reconstruction, record)
         else:
             shutil.rmtree(work_dir, ignore_errors=True)
         logging.info("Test metrics: %s", json.dumps(record["test"]))
@@ -187,8 +139,79 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         keras.config.set_dtype_policy(previous_policy)
 
 
+def _build(family, settings, reconstruction, dataset_options, data_dir,
+           validation, distribution):
+    """The model (built in the strategy's scope) and the three splits."""
+    dataset, seed = settings["dataset"], settings["seed"]
+    input_statistics = None
+    if family.standardizes_input(dataset):
+        input_statistics = datasets.training_statistics(
+            dataset, data_dir=data_dir, seed=seed, validation=validation)
+        dataset_options = {"statistics": input_statistics,
+                           **dataset_options}
+    # Global batches; under several workers each keeps its share of every
+    # batch (see `shard_by_data` for the policy).
+    splits = {
+        split: shard_by_data(datasets.load(
+            dataset, split, batch_size=settings["batch_size"],
+            data_dir=data_dir, seed=seed, validation=validation,
+            reconstruction=reconstruction, **dataset_options))
+        for split in ("train", "validation", "test")
+    }
+    with distribution.scope():
+        network = family.build(dataset, reconstruction=reconstruction,
+                               input_statistics=input_statistics)
+    _check_labels_match(network, splits["train"])
+    return network, splits
+
+
+def _fit_select_and_test(network, splits, family, settings, work_dir,
+                         backup_frequency, verbose):
+    """Trains, reloads the best weights on validation, tests them.
+
+    Returns the record's entries about selection, time and test metrics.
+    """
+    os.makedirs(work_dir, exist_ok=True)
+    checkpoint = BestCheckpoint(
+        os.path.join(work_dir, "checkpoints", "best.keras"))
+    callbacks = _callbacks(
+        work_dir, checkpoint, backup_frequency,
+        family.learning_rate_schedule(settings["dataset"]))
+    start = time.time()
+    network.fit(splits["train"], validation_data=splits["validation"],
+                epochs=settings["epochs"],
+                steps_per_epoch=settings["steps_per_epoch"],
+                callbacks=callbacks, verbose=verbose,
+                shuffle=False)  # The pipeline shuffles each epoch.
+    train_seconds = time.time() - start
+    if os.path.exists(checkpoint.path):
+        network.load_weights(checkpoint.path)  # The selected model.
+    test_metrics = network.evaluate(splits["test"], return_dict=True,
+                                    verbose=0)
+    return {
+        "selected_epoch": (None if checkpoint.best_epoch is None
+                           else checkpoint.best_epoch + 1),
+        "monitor": checkpoint.monitor,
+        "best_validation": checkpoint.best,
+        "train_seconds_this_run": round(train_seconds, 1),
+        "test": {key: float(value) for key, value in test_metrics.items()},
+    }
+
+
+def _write_outputs(network, output_dir, reconstruction, record):
+    """The chief's `model.keras`, `export/` and `metrics.json`."""
+    save_model_atomically(network, os.path.join(output_dir, "model.keras"))
+    export_inference_model(network, os.path.join(output_dir, "export"),
+                           reconstruction=reconstruction)
+    write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
+
+
 def _callbacks(work_dir, checkpoint, backup_frequency, schedule):
-    callbacks = [
+    # The scheduler comes first: it adds each epoch's `learning_rate` to
+    # the logs that the CSV and TensorBoard logs then write.
+    callbacks = [] if schedule is None else [
+        keras.callbacks.LearningRateScheduler(schedule)]
+    return callbacks + [
         keras.callbacks.BackupAndRestore(
             os.path.join(work_dir, "backup"), save_freq=backup_frequency,
             double_checkpoint=True),
@@ -197,9 +220,6 @@ def _callbacks(work_dir, checkpoint, backup_frequency, schedule):
                                   append=True),
         keras.callbacks.TensorBoard(os.path.join(work_dir, "logs")),
     ]
-    if schedule is not None:
-        callbacks.append(keras.callbacks.LearningRateScheduler(schedule))
-    return callbacks
 
 
 def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,

@@ -32,7 +32,7 @@ def _loader_options(monkeypatch, model, dataset, **train_kwargs):
 def test_registry_knows_capsnet():
     assert MODELS["capsnet"].builder is CapsNet
     assert MODELS["efficient_capsnet"].builder is EfficientCapsNet
-    assert MODELS["efficient_capsnet"].dataset_options is None
+    assert MODELS["efficient_capsnet"].dataset_options("mnist") == {}
     assert MODELS["capsnet"].get_preset("mnist")["batch_size"] == 128
     args = cli.build_parser().parse_args(
         ["train", "--model", "capsnet", "--dataset", "multi_mnist"])

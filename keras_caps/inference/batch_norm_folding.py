@@ -2,8 +2,8 @@ import keras
 import numpy as np
 
 from keras_caps.api_export import keras_caps_export
-from keras_caps.applications.model_rebuilding import as_functional
-from keras_caps.applications.model_rebuilding import rebuild_model
+from keras_caps.inference.model_rebuilding import as_functional
+from keras_caps.inference.model_rebuilding import rebuild_model
 from keras_caps.layers import PrimaryCaps
 
 _CONVOLUTIONS = (keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D)
@@ -11,7 +11,7 @@ _DEPTHWISE_CONVOLUTIONS = (keras.layers.DepthwiseConv1D,
                            keras.layers.DepthwiseConv2D)
 
 
-@keras_caps_export("keras_caps.applications.fold_batch_normalization")
+@keras_caps_export("keras_caps.inference.fold_batch_normalization")
 def fold_batch_normalization(model):
     """An inference copy of `model` with its batch norms folded into weights.
 
@@ -55,7 +55,7 @@ def fold_batch_normalization(model):
     >>> x = keras.layers.BatchNormalization()(x)
     >>> outputs = keras.layers.Conv2D(2, 3)(x)
     >>> model = keras.Model(inputs, outputs)
-    >>> folded = keras_caps.applications.fold_batch_normalization(model)
+    >>> folded = keras_caps.inference.fold_batch_normalization(model)
     >>> [layer.__class__.__name__ for layer in folded.layers]
     ['InputLayer', 'Conv2D', 'Conv2D']
     """

@@ -36,6 +36,7 @@ _CIFAR_STATISTICS = {
 }
 
 _TRAINING = {
+    "learning_rate_schedule": "step_decay",
     "batch_size": 128,
     "epochs": 350,
     "learning_rate": 0.1,

@@ -4,7 +4,7 @@ from absl.testing import parameterized
 
 from keras_caps.applications import VectorRoutingCapsNet
 from keras_caps.applications import VectorRoutingHead
-from keras_caps.applications import credit_model
+from keras_caps.inference import credit_model
 from keras_caps.layers import VectorRouting
 from keras_caps.testing import TestCase
 from tests.layers import vector_routing_reference as reference

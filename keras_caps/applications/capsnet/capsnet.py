@@ -3,16 +3,16 @@ import keras
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
-from keras_caps.applications.capsnet_presets import CAPSNET_PRESETS
-from keras_caps.applications.capsule_head import capsule_model
-from keras_caps.applications.compiling import compile_capsule_model
+from keras_caps.applications.capsnet.capsnet_presets import CAPSNET_PRESETS
+from keras_caps.applications.capsule_head import capsule_head_model
+from keras_caps.applications.compiling import builder_docstring
 from keras_caps.applications.image_inputs import check_image_shape
-from keras_caps.applications.presets import exponential_decay_schedule
-from keras_caps.applications.presets import lookup_preset
+from keras_caps.applications.model_family import ModelFamily
 from keras_caps.validation import check_positive_int
 
 
 @keras_caps_export("keras_caps.applications.CapsNet")
+@builder_docstring
 def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
             num_iterations=None, reconstruction=True, compile=True,
             optimizer="auto", jit_compile="auto", name="capsnet"):
@@ -61,12 +61,7 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
             Defaults to `True`.
         optimizer: `"auto"` (Adam with the preset's learning rate, 1e-3)
             or a Keras optimizer.
-        jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
-            runs op by op) and on TensorFlow with a GPU or TPU and no
-            distribution strategy; no XLA on CPU-only TensorFlow, where it
-            made the EfficientCapsNet training step about 3x slower
-            (`benchmarks/efficient_capsnet_benchmark.py`).
+        jit_compile: {jit_compile}
         name: str. Model name.
 
     Returns:
@@ -119,17 +114,14 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         decoder = decoders.dense_decoder(
             num_classes * preset["capsule_dim"], input_shape,
             num_objects=num_objects)
-    model = capsule_model(images, class_capsules, decoder, num_objects, name)
-
-    if compile:
-        compile_capsule_model(model, preset, reconstruction, optimizer,
-                              jit_compile)
-    return model
+    return capsule_head_model(images, class_capsules, decoder, preset, name,
+                              compile=compile, optimizer=optimizer,
+                              jit_compile=jit_compile)
 
 
 def get_preset(dataset):
     """The preset dict of `dataset`, with a clear error for unknown names."""
-    return lookup_preset(CAPSNET_PRESETS, dataset, "CapsNet")
+    return CAPSNET.get_preset(dataset)
 
 
 def learning_rate_schedule(dataset):
@@ -138,12 +130,12 @@ def learning_rate_schedule(dataset):
     The official decay, 0.96 every 2,000 steps of 128 images, expressed
     per epoch of MNIST (468 steps).
     """
-    return exponential_decay_schedule(get_preset(dataset))
+    return CAPSNET.learning_rate_schedule(dataset)
 
 
 def dataset_options(dataset):
     """The loader options of the preset's recipe, e.g. its augmentation."""
-    return dict(get_preset(dataset)["dataset_options"])
+    return CAPSNET.dataset_options(dataset)
 
 
 def _minimum_size(preset):
@@ -163,3 +155,4 @@ def _check_input_shape(input_shape, preset):
     return tuple(input_shape)
 
 
+CAPSNET = ModelFamily(name="CapsNet", builder=CapsNet, presets=CAPSNET_PRESETS)

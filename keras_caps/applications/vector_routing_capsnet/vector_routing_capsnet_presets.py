@@ -18,6 +18,7 @@ heads on frozen backbones, not small image classifiers).
 """
 
 _TRAINING = {
+    "learning_rate_schedule": "exponential_decay",
     "batch_size": 32,
     "epochs": 30,
     "learning_rate": 1e-3,

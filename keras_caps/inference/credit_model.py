@@ -5,7 +5,7 @@ from keras_caps import ops
 from keras_caps.api_export import keras_caps_export
 
 
-@keras_caps_export("keras_caps.applications.credit_model")
+@keras_caps_export("keras_caps.inference.credit_model")
 def credit_model(model):
     """A model that also says which inputs drove each class score.
 
@@ -40,7 +40,7 @@ def credit_model(model):
     Example:
 
     >>> model = keras_caps.applications.VectorRoutingCapsNet("mnist")
-    >>> logits, credit = keras_caps.applications.credit_model(model)(
+    >>> logits, credit = keras_caps.inference.credit_model(model)(
     ...     np.zeros((2, 28, 28, 1)))
     >>> tuple(credit.shape)  # the 7 x 7 stem positions, for each class
     (2, 49, 10)

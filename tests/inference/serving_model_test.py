@@ -3,8 +3,8 @@ import numpy as np
 from absl.testing import parameterized
 
 from keras_caps.applications import EfficientCapsNet
-from keras_caps.applications import inference_model
-from keras_caps.applications import serving_model
+from keras_caps.inference import inference_model
+from keras_caps.inference import serving_model
 from keras_caps.testing import TestCase
 
 

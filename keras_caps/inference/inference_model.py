@@ -3,7 +3,7 @@ import keras
 from keras_caps.api_export import keras_caps_export
 
 
-@keras_caps_export("keras_caps.applications.inference_model")
+@keras_caps_export("keras_caps.inference.inference_model")
 def inference_model(model, reconstruction=False):
     """The inference graph of a capsule-network application: images in.
 
@@ -27,7 +27,7 @@ def inference_model(model, reconstruction=False):
     Example:
 
     >>> model = keras_caps.applications.EfficientCapsNet("mnist")
-    >>> keras_caps.applications.inference_model(model).output_shape
+    >>> keras_caps.inference.inference_model(model).output_shape
     (None, 10)
     """
     names = {layer.name for layer in model.layers}

@@ -4,13 +4,13 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
-from keras_caps.applications.compiling import compile_model
-from keras_caps.applications.compiling import resolve_optimizer
+from keras_caps.applications.compiling import builder_docstring
+from keras_caps.applications.compiling import compile_logits_classifier
 from keras_caps.applications.image_inputs import check_image_shape
-from keras_caps.applications.inverted_attention_capsnet_presets import (
+from keras_caps.applications.inverted_attention_capsnet.inverted_attention_capsnet_presets import (  # noqa: E501
     INVERTED_ATTENTION_CAPSNET_PRESETS,
 )
-from keras_caps.applications.presets import lookup_preset
+from keras_caps.applications.model_family import ModelFamily
 from keras_caps.layers.inverted_attention_routing_stack import SCHEDULES
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
@@ -22,6 +22,7 @@ _BATCH_NORM_MOMENTUM = 0.9  # PyTorch's momentum 0.1
 
 
 @keras_caps_export("keras_caps.applications.InvertedAttentionCapsNet")
+@builder_docstring
 def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
                              input_shape=None, num_classes=None,
                              num_iterations=2, schedule="concurrent",
@@ -84,12 +85,7 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
         compile: bool. Compile with SGD, the cross-entropy and accuracy.
             Defaults to `True`.
         optimizer: `"auto"` (the preset's SGD) or a Keras optimizer.
-        jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
-            runs op by op) and on TensorFlow with a GPU or TPU and no
-            distribution strategy; no XLA on CPU-only TensorFlow, where it
-            made the EfficientCapsNet training step about 3x slower
-            (`benchmarks/efficient_capsnet_benchmark.py`).
+        jit_compile: {jit_compile}
         name: str. Model name.
 
     Returns:
@@ -175,21 +171,17 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
     model = keras.Model(images, logits, name=name)
 
     if compile:
-        optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.SGD(
-            learning_rate=preset["learning_rate"],
-            momentum=preset["momentum"],
-            weight_decay=preset["weight_decay"]))
-        compile_model(
-            model, optimizer,
-            loss=keras.losses.CategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"], jit_compile=jit_compile)
+        compile_logits_classifier(
+            model, optimizer, lambda: keras.optimizers.SGD(
+                learning_rate=preset["learning_rate"],
+                momentum=preset["momentum"],
+                weight_decay=preset["weight_decay"]), jit_compile)
     return model
 
 
 def get_preset(dataset):
     """The preset dict of `dataset`, with a clear error for unknown names."""
-    return lookup_preset(INVERTED_ATTENTION_CAPSNET_PRESETS, dataset,
-                         "InvertedAttentionCapsNet")
+    return INVERTED_ATTENTION_CAPSNET.get_preset(dataset)
 
 
 def learning_rate_schedule(dataset):
@@ -198,15 +190,7 @@ def learning_rate_schedule(dataset):
     0.1 until epoch 150, 0.01 until epoch 250, then 0.001 (PyTorch's
     `MultiStepLR([150, 250], gamma=0.1)`; epochs count from 0).
     """
-    preset = get_preset(dataset)
-
-    def schedule(epoch, learning_rate=None):
-        del learning_rate  # The schedule depends on the epoch only.
-        passed = sum(epoch >= boundary
-                     for boundary in preset["learning_rate_boundaries"])
-        return preset["learning_rate"] * preset["learning_rate_decay"]**passed
-
-    return schedule
+    return INVERTED_ATTENTION_CAPSNET.learning_rate_schedule(dataset)
 
 
 def _torch_default_initializer():
@@ -295,3 +279,8 @@ def _check_capsule_map(shape, capsule_specs, input_shape):
                 f"Received: input_shape={input_shape!r}")
         height = (height - kernel) // strides + 1
         width = (width - kernel) // strides + 1
+
+
+INVERTED_ATTENTION_CAPSNET = ModelFamily(
+    name="InvertedAttentionCapsNet", builder=InvertedAttentionCapsNet,
+    presets=INVERTED_ATTENTION_CAPSNET_PRESETS, has_decoder=False)

@@ -17,6 +17,7 @@ reconstructions equals 0.392 on their mean.
 """
 
 _TRAINING = {
+    "learning_rate_schedule": "exponential_decay",
     "batch_size": 16,
     "epochs": 150,
     "learning_rate": 5e-4,

@@ -2,10 +2,10 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
-from keras_caps.applications.batch_norm_folding import fold_batch_normalization
-from keras_caps.applications.inference_model import inference_model
-from keras_caps.applications.model_rebuilding import as_functional
-from keras_caps.applications.model_rebuilding import rebuild_model
+from keras_caps.inference.batch_norm_folding import fold_batch_normalization
+from keras_caps.inference.inference_model import inference_model
+from keras_caps.inference.model_rebuilding import as_functional
+from keras_caps.inference.model_rebuilding import rebuild_model
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_choice
 
@@ -19,7 +19,7 @@ _CONVOLUTIONAL_LAYERS = (
 )
 
 
-@keras_caps_export("keras_caps.applications.serving_model")
+@keras_caps_export("keras_caps.inference.serving_model")
 def serving_model(model, reconstruction=False, precision=None):
     """The model that gets exported: images in, optimised for inference.
 
@@ -54,7 +54,7 @@ def serving_model(model, reconstruction=False, precision=None):
     Example:
 
     >>> model = keras_caps.applications.EfficientCapsNet("mnist")
-    >>> server = keras_caps.applications.serving_model(model)
+    >>> server = keras_caps.inference.serving_model(model)
     >>> "batch_norm_1" in [layer.name for layer in server.layers]
     False
     >>> server.output_shape

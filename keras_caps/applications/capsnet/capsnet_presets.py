@@ -30,6 +30,7 @@ default 6 (Efficient-CapsNet).
 _STEPS_PER_EPOCH = 60_000 // 128
 
 _TRAINING = {
+    "learning_rate_schedule": "exponential_decay",
     "batch_size": 128,
     "epochs": 640,
     "learning_rate": 1e-3,

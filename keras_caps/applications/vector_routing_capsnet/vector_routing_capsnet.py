@@ -2,13 +2,12 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
-from keras_caps.applications.compiling import compile_model
-from keras_caps.applications.compiling import resolve_optimizer
+from keras_caps.applications.compiling import builder_docstring
+from keras_caps.applications.compiling import compile_logits_classifier
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.image_inputs import input_scaling_layer
-from keras_caps.applications.presets import exponential_decay_schedule
-from keras_caps.applications.presets import lookup_preset
-from keras_caps.applications.vector_routing_capsnet_presets import (
+from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.vector_routing_capsnet.vector_routing_capsnet_presets import (  # noqa: E501
     VECTOR_ROUTING_CAPSNET_PRESETS,
 )
 from keras_caps.validation import check_positive_int
@@ -17,6 +16,7 @@ _LAYER_NORM_EPSILON = 1e-5
 
 
 @keras_caps_export("keras_caps.applications.VectorRoutingCapsNet")
+@builder_docstring
 def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
                          num_classes=None, reconstruction=False,
                          input_statistics=None, compile=True,
@@ -67,12 +67,7 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
             Defaults to `True`.
         optimizer: `"auto"` (Adam with the preset's learning rate, 1e-3) or
             a Keras optimizer.
-        jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
-            runs op by op) and on TensorFlow with a GPU or TPU and no
-            distribution strategy; no XLA on CPU-only TensorFlow, where it
-            made the EfficientCapsNet training step about 3x slower
-            (`benchmarks/efficient_capsnet_benchmark.py`).
+        jit_compile: {jit_compile}
         name: str. Model name.
 
     Returns:
@@ -137,23 +132,22 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
     model = keras.Model(images, logits, name=name)
 
     if compile:
-        optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.Adam(
-            learning_rate=preset["learning_rate"]))
-        compile_model(
-            model, optimizer,
-            loss=keras.losses.CategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"], jit_compile=jit_compile)
+        compile_logits_classifier(
+            model, optimizer, lambda: keras.optimizers.Adam(
+                learning_rate=preset["learning_rate"]), jit_compile)
     return model
 
 
 def get_preset(dataset):
     """The preset dict of `dataset`, with a clear error for unknown names."""
-    return lookup_preset(VECTOR_ROUTING_CAPSNET_PRESETS, dataset,
-                         "VectorRoutingCapsNet")
+    return VECTOR_ROUTING_CAPSNET.get_preset(dataset)
 
 
 def learning_rate_schedule(dataset):
     """The preset's per-epoch schedule `max(lr0 * decay**epoch, min_lr)`."""
-    return exponential_decay_schedule(get_preset(dataset))
+    return VECTOR_ROUTING_CAPSNET.learning_rate_schedule(dataset)
 
 
+VECTOR_ROUTING_CAPSNET = ModelFamily(
+    name="VectorRoutingCapsNet", builder=VectorRoutingCapsNet,
+    presets=VECTOR_ROUTING_CAPSNET_PRESETS, has_decoder=False)

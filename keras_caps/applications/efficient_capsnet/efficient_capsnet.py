@@ -3,19 +3,19 @@ import keras
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
-from keras_caps.applications.capsule_head import capsule_model
-from keras_caps.applications.compiling import compile_capsule_model
-from keras_caps.applications.efficient_capsnet_presets import (
+from keras_caps.applications.capsule_head import capsule_head_model
+from keras_caps.applications.compiling import builder_docstring
+from keras_caps.applications.efficient_capsnet.efficient_capsnet_presets import (  # noqa: E501
     EFFICIENT_CAPSNET_PRESETS,
 )
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.image_inputs import input_scaling_layer
-from keras_caps.applications.presets import exponential_decay_schedule
-from keras_caps.applications.presets import lookup_preset
+from keras_caps.applications.model_family import ModelFamily
 from keras_caps.validation import check_positive_int
 
 
 @keras_caps_export("keras_caps.applications.EfficientCapsNet")
+@builder_docstring
 def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
                      reconstruction=True, input_statistics=None,
                      compile=True, optimizer="auto", jit_compile="auto",
@@ -60,12 +60,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
             Defaults to `True`.
         optimizer: `"auto"` (Adam with the preset's learning rate, 5e-4) or
             a Keras optimizer.
-        jit_compile: bool or `"auto"`, passed to `compile`. Defaults to
-            `"auto"`, Keras' choice: XLA on JAX (where an uncompiled step
-            runs op by op) and on TensorFlow with a GPU or TPU and no
-            distribution strategy; no XLA on CPU-only TensorFlow, where it
-            made the EfficientCapsNet training step about 3x slower
-            (`benchmarks/efficient_capsnet_benchmark.py`).
+        jit_compile: {jit_compile}
         name: str. Model name.
 
     Returns:
@@ -109,23 +104,19 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     if reconstruction:
         decoder = _decoder(preset, input_shape,
                            num_classes * preset["capsule_dim"])
-    model = capsule_model(images, class_capsules, decoder, num_objects, name)
-
-    if compile:
-        compile_capsule_model(model, preset, reconstruction, optimizer,
-                              jit_compile)
-    return model
+    return capsule_head_model(images, class_capsules, decoder, preset, name,
+                              compile=compile, optimizer=optimizer,
+                              jit_compile=jit_compile)
 
 
 def get_preset(dataset):
     """The preset dict of `dataset`, with a clear error for unknown names."""
-    return lookup_preset(EFFICIENT_CAPSNET_PRESETS, dataset,
-                         "EfficientCapsNet")
+    return EFFICIENT_CAPSNET.get_preset(dataset)
 
 
 def learning_rate_schedule(dataset):
     """The preset's per-epoch schedule `max(lr0 * decay**epoch, min_lr)`."""
-    return exponential_decay_schedule(get_preset(dataset))
+    return EFFICIENT_CAPSNET.learning_rate_schedule(dataset)
 
 
 def _stem_output_size(size, stem):
@@ -194,3 +185,6 @@ def _decoder(preset, input_shape, input_dim):
                                   num_objects=preset["num_objects"])
 
 
+EFFICIENT_CAPSNET = ModelFamily(name="EfficientCapsNet",
+                                builder=EfficientCapsNet,
+                                presets=EFFICIENT_CAPSNET_PRESETS)

@@ -1,0 +1,15 @@
+"""Graphs derived from a trained model: inference, serving, credit.
+
+Backend-agnostic Keras transforms of a model built by an application
+builder: `inference_model` (images in, no labels), `serving_model` (what
+gets exported: that graph with `fold_batch_normalization` applied,
+optionally with 16-bit convolutions) and `credit_model` (VectorRouting
+credit of each input position). `keras_caps.export` writes them as
+SavedModels.
+"""
+
+from keras_caps.inference.batch_norm_folding import fold_batch_normalization
+from keras_caps.inference.credit_model import credit_model
+from keras_caps.inference.inference_model import inference_model
+from keras_caps.inference.serving_model import SERVING_PRECISIONS
+from keras_caps.inference.serving_model import serving_model
