@@ -5,6 +5,7 @@ import functools
 import tensorflow as tf
 
 from keras_caps.datasets import augmentation as augmentations
+from keras_caps.datasets import crops
 from keras_caps.datasets import holdout
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
@@ -154,16 +155,8 @@ def random_shift(images, seed, max_shift=_MAX_SHIFT):
     """
     images = tf.convert_to_tensor(images, dtype=tf.float32)
     seed = tf.convert_to_tensor(seed, dtype_hint=tf.int64)
-    batch_size = tf.shape(images)[0]
-    # Offsets into the padded image: offset o moves the content by
-    # max_shift - o pixels.
-    offsets = tf.random.stateless_uniform(
-        [batch_size, 2], seed, minval=0, maxval=2 * max_shift + 1,
-        dtype=tf.int32)
     padded = tf.pad(images, [[0, 0], [max_shift, max_shift],
                              [max_shift, max_shift], [0, 0]])
-    positions = tf.range(_SIZE)[None, :]
-    padded = tf.gather(padded, positions + offsets[:, :1], axis=1,
-                       batch_dims=1)
-    return tf.gather(padded, positions + offsets[:, 1:], axis=2,
-                     batch_dims=1)
+    # A window at offset o of the padded image moves the content by
+    # max_shift - o pixels.
+    return crops.random_crop(padded, _SIZE, seed)

@@ -5,6 +5,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from keras_caps.datasets import crops
 from keras_caps.datasets import holdout
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
@@ -251,11 +252,7 @@ class _Pool:
         images = tf.pad(images, [[0, 0], [border, border], [border, border]])
         # Output pixel p reads padded pixel p + shift_max - s: content moves
         # by +s, with zeros coming in.
-        positions = tf.range(_SIZE)[None, :]
-        rows = positions + (self.shift - shifts[:, :1])
-        columns = positions + (self.shift - shifts[:, 1:])
-        images = tf.gather(images, rows, axis=1, batch_dims=1)
-        return tf.gather(images, columns, axis=2, batch_dims=1)
+        return crops.crop(images, self.shift - shifts, _SIZE)
 
 
 def _check_non_negative_int(name, value):

@@ -5,11 +5,11 @@ import logging
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_datasets as tfds
 
-from keras_caps.datasets import holdout
+from keras_caps.datasets import crops
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
+from keras_caps.datasets import tfds_splits
 
 _TFDS_NAME = "smallnorb"
 _NUM_CLASSES = 5
@@ -161,35 +161,10 @@ def training_statistics(data_dir=None, seed=42, validation="holdout"):
 
 def _split_examples(split, validation, seed, data_dir):
     """The examples (feature dicts) of a split and their number."""
-    use_test = split == "test" or (split == "validation"
-                                   and validation == "test")
-    tfds_split = "test" if use_test else "train"
-    examples = sources.load_tfds(_TFDS_NAME, tfds_split, data_dir)
-    if use_test or validation == "test":
-        num_examples = int(examples.cardinality())
-        if num_examples < 0:
-            num_examples = len(_labels(tfds_split, data_dir))
-        return examples, num_examples
-    train, held = holdout.holdout_indices(_labels("train", data_dir), seed)
-    chosen = train if split == "train" else held
-    return pipeline.select_examples(examples, chosen, len(train) + len(held))
-
-
-def _labels(tfds_split, data_dir):
-    """All `label_category` values of a split, in stored order."""
-    skip = tfds.decode.SkipDecoding()
-    examples = sources.load_tfds(_TFDS_NAME, tfds_split, data_dir,
-                                 decoders={"image": skip, "image2": skip})
-
-    def label(example):
-        return example["label_category"]
-
-    def concat(total, batch):
-        return tf.concat([total, batch], axis=0)
-
-    labels = examples.map(label).batch(65536).reduce(
-        tf.zeros((0,), tf.int64), concat)
-    return labels.numpy()
+    return tfds_splits.load_split(
+        _TFDS_NAME, split, validation=validation, seed=seed,
+        data_dir=data_dir, label_key="label_category",
+        image_keys=("image", "image2"))
 
 
 def _stereo_pair(example):
@@ -211,14 +186,7 @@ def _augment(batch, seed, std):
     batch_size = tf.shape(images)[0]
     crop_seed, brightness_seed, contrast_seed = tf.unstack(
         tf.random.experimental.stateless_split(seed, num=3))
-    offsets = tf.random.stateless_uniform(
-        [batch_size, 2], crop_seed, minval=0, maxval=_SCALE - _PATCH + 1,
-        dtype=tf.int32)
-    positions = tf.range(_PATCH)[None, :]
-    images = tf.gather(images, offsets[:, :1] + positions, axis=1,
-                       batch_dims=1)
-    images = tf.gather(images, offsets[:, 1:] + positions, axis=2,
-                       batch_dims=1)
+    images = crops.random_crop(images, _PATCH, crop_seed)
     # tf.image.random_brightness(max_delta=2.0) in standardised units,
     # i.e. delta * std per channel in raw units.
     delta = tf.random.stateless_uniform(
