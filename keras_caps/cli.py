@@ -55,8 +55,8 @@ def _add_train_command(commands):
                        help="Limit each epoch to this many steps.")
     train.add_argument("--precision", default="float32", choices=PRECISIONS,
                        help="mixed_float16 is for NVIDIA GPUs: CPUs compute "
-                       "float16 convolution gradients several times (up to "
-                       "100x) slower, and it warns there. mixed_bfloat16 "
+                       "float16 convolution gradients many times slower, "
+                       "and it warns there. mixed_bfloat16 "
                        "is faster than float32 on CPUs with AVX-512 and on "
                        "TPUs.")
     train.add_argument("--strategy", default="auto", choices=STRATEGIES,
@@ -108,7 +108,7 @@ def _add_export_command(commands):
                         help="Also serve the reconstruction.")
     export.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="Precision of the served convolutions: "
-                        "mixed_bfloat16 is about 2x faster on CPUs with "
+                        "mixed_bfloat16 is faster on CPUs with "
                         "bfloat16 instructions. Defaults to the model's.")
 
 

@@ -1,7 +1,8 @@
 """The MNIST training augmentation of Efficient-CapsNet, vectorised in TF.
 
-Spec §9.1 (`utils/pre_process_mnist.py` of the official code), re-written
-as batched TensorFlow ops without OpenCV or `py_function`. Every random
+The augmentation of the official code of Mazzia et al. 2021
+("Efficient-CapsNet", `utils/pre_process_mnist.py`), re-written as batched
+TensorFlow ops without OpenCV or `py_function`. Every random
 value is drawn per image from stateless ops, so a batch and a seed fix the
 result. The four steps, in the official order:
 

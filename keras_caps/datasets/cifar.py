@@ -1,4 +1,8 @@
-"""CIFAR-10 and CIFAR-100 in the recipe of Tsai et al. (routing.md §2.6)."""
+"""CIFAR-10 and CIFAR-100 in the recipe of Tsai et al. 2020.
+
+"Capsules with Inverted Dot-Product Attention Routing" (ICLR 2020): the
+augmentation and input normalisation of its official training script.
+"""
 
 import functools
 
@@ -89,7 +93,7 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     then it is mirrored left-right with probability 1/2. Evaluation images
     are unchanged.
 
-    Splits (spec D4): with `validation="holdout"` (default), `"train"` is
+    Splits: with `validation="holdout"` (default), `"train"` is
     the 50,000 training images minus a seeded, class-stratified holdout of
     5,000 (45,000), and `"validation"` is that holdout. With
     `validation="test"` (official), `"train"` is all 50,000 and

@@ -1,4 +1,4 @@
-"""MNIST in the Efficient-CapsNet recipe (spec §9.1, D4)."""
+"""MNIST in the Efficient-CapsNet recipe (Mazzia et al. 2021)."""
 
 import functools
 
@@ -33,7 +33,7 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     - `target`: float32 `(batch, 28, 28, 1)`, the (augmented) image / 255,
       in [0, 1].
 
-    Splits (spec D4): with `validation="holdout"` (default), `"train"` is
+    Splits: with `validation="holdout"` (default), `"train"` is
     the 60,000 training digits minus a seeded, class-stratified holdout of
     6,000 (54,000), and `"validation"` is that holdout. With
     `validation="test"` (the official protocol), `"train"` is all 60,000
@@ -41,8 +41,9 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     10,000 test digits.
 
     When training (default for `"train"` only), examples are shuffled with a
-    buffer of the whole split, reshuffled every epoch, augmented as in spec
-    §9.1 (see `keras_caps.datasets.augmentation`), and the last partial
+    buffer of the whole split, reshuffled every epoch, augmented as the
+    official Efficient-CapsNet code does (see
+    `keras_caps.datasets.augmentation`), and the last partial
     batch is dropped. Everything is a function of `seed`. With
     `augmentation="shift"` training uses the original CapsNet's only
     augmentation instead (Sabour et al.): each image is translated by

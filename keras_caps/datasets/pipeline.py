@@ -1,4 +1,4 @@
-"""The shared `tf.data` chain of every loader (style guide §8).
+"""The shared `tf.data` chain of every loader.
 
 ```
 map(prepare, AUTOTUNE) -> cache() -> shuffle (training only, reshuffled
@@ -6,10 +6,10 @@ every epoch) -> batch(global batch size) -> augment (training only,
 vectorised over the batch) -> map(format) -> prefetch(AUTOTUNE)
 ```
 
-The augmentations are vectorised, so they run once per batch after
-`batch()` (style guide §8, step 5). Their randomness comes from stateless
-ops whose seeds are drawn per batch from
-`tf.data.Dataset.random(seed, rerandomize_each_iteration=True)`: every
+Random augmentation comes after `cache()`, so every epoch draws anew. The
+augmentations are vectorised, so they run once per batch after `batch()`.
+Their randomness comes from stateless ops whose seeds are drawn per batch
+from `tf.data.Dataset.random(seed, rerandomize_each_iteration=True)`: every
 epoch sees new augmentations, and the whole sequence is a function of
 `seed`.
 """

@@ -1,4 +1,4 @@
-"""smallNORB in the Efficient-CapsNet recipe (spec §9.2, D4, D5)."""
+"""smallNORB in the Efficient-CapsNet recipe (Mazzia et al. 2021)."""
 
 import functools
 import logging
@@ -40,15 +40,16 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
 
     Evaluation crops the centre (offset 8). Training (default for
     `"train"` only) reshuffles every epoch with a buffer of the whole split
-    (spec D5), and augments per image as the official code does (spec
-    §9.2): a random 48 x 48 crop, a random brightness delta uniform in
+    (the official code never reshuffles its fixed array), and augments per
+    image as the official code does (`utils/pre_process_smallnorb.py`): a
+    random 48 x 48 crop, a random brightness delta uniform in
     [-2, 2] standardised units, i.e. `2.0 * std` per channel in raw units
     with `std` from `training_statistics`, and a random contrast factor in
     [0.5, 1.5] about each image's per-channel mean. Like the official
     augmentation this is not clipped, so training images can leave
     [0, 255]; only the reconstruction target is clipped to [0, 1].
 
-    Splits (spec D4): with `validation="holdout"` (default), `"train"` is
+    Splits: with `validation="holdout"` (default), `"train"` is
     the 24,300 training pairs minus a seeded, class-stratified holdout of
     2,430 (21,870), and `"validation"` is that holdout. With
     `validation="test"` (official), `"train"` is all 24,300 and
@@ -113,11 +114,12 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
 def training_statistics(data_dir=None, seed=42, validation="holdout"):
     """Per-channel mean and variance of the training images, raw units.
 
-    Spec D5: the statistics come from the images the model trains on (the
-    training split minus the holdout under `validation="holdout"`, the
-    whole training split under `"test"`), over all pixels of the original
-    96 x 96 views, as the official standardisation does; they are applied
-    unchanged to validation and test data. Set a model's input
+    The statistics come from the images the model trains on (the training
+    split minus the holdout under `validation="holdout"`, the whole
+    training split under `"test"`), over all pixels of the original
+    96 x 96 views, as the official standardisation does. They are applied
+    unchanged to validation and test data, where the official code
+    standardises the test set with its own statistics. Set a model's input
     `keras.layers.Normalization(mean=mean, variance=variance)` from them.
 
     Args:
