@@ -17,6 +17,7 @@ from keras_caps.applications import inference_model
 from keras_caps.export import export_inference_model
 from keras_caps.testing import TestCase
 from keras_caps.training import MODELS
+from tests.training import recipe_datasets
 
 
 class ExportTest(TestCase):
@@ -76,19 +77,6 @@ class ExportTest(TestCase):
         with self.assertRaisesRegex((ValueError, TypeError),
                                     "(?s)shape|signature"):
             served.serve(tf.zeros((2, 32, 32, 1)))
-
-
-_CANDIDATE_DATASETS = ("mnist", "cifar10", "smallnorb")
-
-
-def _dataset_for(recipe):
-    for dataset in _CANDIDATE_DATASETS:
-        try:
-            recipe.get_preset(dataset)
-        except (ValueError, KeyError):
-            continue
-        return dataset
-    pytest.skip("no preset for any of " + ", ".join(_CANDIDATE_DATASETS))
 
 
 _SERVE = """
@@ -154,7 +142,7 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
     """
     cases, expected = {}, {}
     for name, recipe in sorted(MODELS.items()):
-        dataset = _dataset_for(recipe)
+        dataset = recipe_datasets.dataset_for(recipe)
         model = recipe.builder(dataset)
         # Move the batch-norm statistics away from their initial values so
         # the comparison covers inference-mode normalisation.
