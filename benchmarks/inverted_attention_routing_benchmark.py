@@ -7,7 +7,7 @@ Usage:
     python benchmarks/inverted_attention_routing_benchmark.py \\
         --batch_size 32 --iterations 2 3 --steps 5
 
-Sizes are the paper's CIFAR-10 capsule part (routing.md §2.6): primary
+Sizes are the CIFAR-10 capsule part of Tsai et al. 2020: primary
 capsules of 32 types with 4x4 poses on the backbone's 16x16 map, then conv
 caps 32 types 3x3 stride 2 (-> 7x7), conv caps 32 types 3x3 stride 1
 (-> 5x5) and 10 class capsules from the 800 below (423,008 parameters).

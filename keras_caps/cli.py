@@ -22,16 +22,22 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def build_parser():
-    from keras_caps.datasets import DATASETS
-    from keras_caps.training import MODELS
-    from keras_caps.training import PRECISIONS
-    from keras_caps.training import STRATEGIES
-    from keras_caps.visualization import PLOT_KINDS
-
     parser = argparse.ArgumentParser(
         prog="keras-caps",
         description="Train, evaluate and export capsule networks.")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_train_command(commands)
+    _add_evaluate_command(commands)
+    _add_export_command(commands)
+    _add_plot_command(commands)
+    return parser
+
+
+def _add_train_command(commands):
+    from keras_caps.datasets import DATASETS
+    from keras_caps.training import MODELS
+    from keras_caps.training import PRECISIONS
+    from keras_caps.training import STRATEGIES
 
     train = commands.add_parser(
         "train", help="Train a model, select it on validation data, test "
@@ -49,8 +55,8 @@ def build_parser():
                        help="Limit each epoch to this many steps.")
     train.add_argument("--precision", default="float32", choices=PRECISIONS,
                        help="mixed_float16 is for NVIDIA GPUs: CPUs compute "
-                       "float16 convolution gradients several times (up to "
-                       "100x) slower, and it warns there. mixed_bfloat16 "
+                       "float16 convolution gradients many times slower, "
+                       "and it warns there. mixed_bfloat16 "
                        "is faster than float32 on CPUs with AVX-512 and on "
                        "TPUs.")
     train.add_argument("--strategy", default="auto", choices=STRATEGIES,
@@ -74,6 +80,10 @@ def build_parser():
     train.add_argument("--backup-frequency", type=_positive_int, default=500,
                        help="Steps between crash-recovery backups.")
 
+
+def _add_evaluate_command(commands):
+    from keras_caps.datasets import DATASETS
+
     evaluate = commands.add_parser(
         "evaluate", help="Evaluate a saved .keras model on the test split.")
     evaluate.add_argument("--model-path", required=True)
@@ -85,6 +95,10 @@ def build_parser():
     evaluate.add_argument("--output", default=None,
                           help="Also write the metrics to this JSON file.")
 
+
+def _add_export_command(commands):
+    from keras_caps.training import PRECISIONS
+
     export = commands.add_parser(
         "export", help="Export a saved .keras model as a SavedModel that "
         "serves raw images.")
@@ -94,8 +108,13 @@ def build_parser():
                         help="Also serve the reconstruction.")
     export.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="Precision of the served convolutions: "
-                        "mixed_bfloat16 is about 2x faster on CPUs with "
+                        "mixed_bfloat16 is faster on CPUs with "
                         "bfloat16 instructions. Defaults to the model's.")
+
+
+def _add_plot_command(commands):
+    from keras_caps.datasets import DATASETS
+    from keras_caps.visualization import PLOT_KINDS
 
     plot = commands.add_parser(
         "plot", help="Draw a figure of a saved model (or of a training "
@@ -130,7 +149,6 @@ def build_parser():
     plot.add_argument("--output", default=None,
                       help="The PNG file. Defaults to <kind>.png.")
     plot.add_argument("--dpi", type=_positive_int, default=100)
-    return parser
 
 
 def main(argv=None):

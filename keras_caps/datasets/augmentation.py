@@ -1,7 +1,8 @@
 """The MNIST training augmentation of Efficient-CapsNet, vectorised in TF.
 
-Spec §9.1 (`utils/pre_process_mnist.py` of the official code), re-written
-as batched TensorFlow ops without OpenCV or `py_function`. Every random
+The augmentation of the official code of Mazzia et al. 2021
+("Efficient-CapsNet", `utils/pre_process_mnist.py`), re-written as batched
+TensorFlow ops without OpenCV or `py_function`. Every random
 value is drawn per image from stateless ops, so a batch and a seed fix the
 result. The four steps, in the official order:
 
@@ -33,6 +34,8 @@ import math
 
 import numpy as np
 import tensorflow as tf
+
+from keras_caps.datasets import crops
 
 _SIZE = 28
 _STDDEV = 0.33
@@ -120,11 +123,11 @@ def _shift(images, seed):
                               towards_end[:, 0], amounts[:, 1])
     column_shift = _margin_shift(tf.reduce_sum(image, axis=1) > 0.0,
                                  towards_end[:, 1], amounts[:, 0])
-    positions = tf.range(_SIZE)[None, :]
-    rows = tf.math.floormod(positions - row_shift[:, None], _SIZE)
-    columns = tf.math.floormod(positions - column_shift[:, None], _SIZE)
-    images = tf.gather(images, rows, axis=1, batch_dims=1)
-    return tf.gather(images, columns, axis=2, batch_dims=1)
+    # Rolling by s is the window at offset (-s mod 28) of the image tiled
+    # 2 x 2: that window reads pixel (p - s) mod 28 at p.
+    offsets = tf.math.floormod(-tf.stack([row_shift, column_shift], axis=1),
+                               _SIZE)
+    return crops.crop(tf.tile(images, [1, 2, 2, 1]), offsets, _SIZE)
 
 
 def _margin_shift(occupied, towards_end, amounts):

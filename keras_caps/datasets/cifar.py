@@ -1,13 +1,17 @@
-"""CIFAR-10 and CIFAR-100 in the recipe of Tsai et al. (routing.md §2.6)."""
+"""CIFAR-10 and CIFAR-100 in the recipe of Tsai et al. 2020.
+
+"Capsules with Inverted Dot-Product Attention Routing" (ICLR 2020): the
+augmentation and input normalisation of its official training script.
+"""
 
 import functools
 
 import tensorflow as tf
-import tensorflow_datasets as tfds
 
-from keras_caps.datasets import holdout
+from keras_caps.datasets import crops
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
+from keras_caps.datasets import tfds_splits
 
 _NUM_CLASSES = {"cifar10": 10, "cifar100": 100}
 _SIZE = 32
@@ -89,7 +93,7 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     then it is mirrored left-right with probability 1/2. Evaluation images
     are unchanged.
 
-    Splits (spec D4): with `validation="holdout"` (default), `"train"` is
+    Splits: with `validation="holdout"` (default), `"train"` is
     the 50,000 training images minus a seeded, class-stratified holdout of
     5,000 (45,000), and `"validation"` is that holdout. With
     `validation="test"` (official), `"train"` is all 50,000 and
@@ -129,8 +133,9 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
             "Received an invalid type for `augment`, expected a bool. "
             f"Received: augment={augment!r}")
     data_dir = sources.resolve_data_dir(data_dir)
-    examples, num_examples = _split_examples(dataset, split, validation,
-                                             seed, data_dir)
+    examples, num_examples = tfds_splits.load_split(
+        dataset, split, validation=validation, seed=seed, data_dir=data_dir,
+        as_supervised=True)
     return pipeline.build_pipeline(
         examples,
         prepare=functools.partial(_prepare,
@@ -140,41 +145,6 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
         batch_size=batch_size, training=training, seed=seed,
         shuffle_buffer_size=shuffle_buffer_size or max(num_examples, 1),
         augment=_augment if augment else None)
-
-
-def _split_examples(dataset, split, validation, seed, data_dir):
-    """The `(image, label)` examples of a split and their number."""
-    use_test = split == "test" or (split == "validation"
-                                   and validation == "test")
-    tfds_split = "test" if use_test else "train"
-    examples = sources.load_tfds(dataset, tfds_split, data_dir,
-                                 as_supervised=True)
-    if use_test or validation == "test":
-        num_examples = int(examples.cardinality())
-        if num_examples < 0:
-            num_examples = len(_labels(dataset, tfds_split, data_dir))
-        return examples, num_examples
-    train, held = holdout.holdout_indices(
-        _labels(dataset, "train", data_dir), seed)
-    chosen = train if split == "train" else held
-    return pipeline.select_examples(examples, chosen, len(train) + len(held))
-
-
-def _labels(dataset, tfds_split, data_dir):
-    """All labels of a split, in stored order, without decoding images."""
-    examples = sources.load_tfds(
-        dataset, tfds_split, data_dir,
-        decoders={"image": tfds.decode.SkipDecoding()})
-
-    def label(example):
-        return example["label"]
-
-    def concat(total, batch):
-        return tf.concat([total, batch], axis=0)
-
-    labels = examples.map(label).batch(65536).reduce(
-        tf.zeros((0,), tf.int64), concat)
-    return labels.numpy()
 
 
 def _prepare(image, label, num_classes):
@@ -189,14 +159,7 @@ def _augment(batch, seed):
         tf.random.experimental.stateless_split(seed, num=2))
     padded = tf.pad(images, [[0, 0], [_PADDING, _PADDING],
                              [_PADDING, _PADDING], [0, 0]])
-    offsets = tf.random.stateless_uniform(
-        [batch_size, 2], crop_seed, minval=0, maxval=2 * _PADDING + 1,
-        dtype=tf.int32)
-    positions = tf.range(_SIZE)[None, :]
-    images = tf.gather(padded, offsets[:, :1] + positions, axis=1,
-                       batch_dims=1)
-    images = tf.gather(images, offsets[:, 1:] + positions, axis=2,
-                       batch_dims=1)
+    images = crops.random_crop(padded, _SIZE, crop_seed)
     flip = tf.random.stateless_uniform([batch_size, 1, 1, 1], flip_seed) < 0.5
     images = tf.where(flip, tf.reverse(images, axis=[2]), images)
     return images, labels

@@ -41,7 +41,7 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     target and both shifted digits `(batch, 2, 36, 36, 1)` as the
     reconstruction target.
 
-    Splits (spec D4): `validation="holdout"` (default) trains on the
+    Splits: `validation="holdout"` (default) trains on the
     training split minus a seeded, class-stratified 10 % holdout and
     validates on the holdout; `validation="test"` (the official protocol)
     trains on the whole training split and validates on the test split.

@@ -1,10 +1,11 @@
-"""MNIST in the Efficient-CapsNet recipe (spec §9.1, D4)."""
+"""MNIST in the Efficient-CapsNet recipe (Mazzia et al. 2021)."""
 
 import functools
 
 import tensorflow as tf
 
 from keras_caps.datasets import augmentation as augmentations
+from keras_caps.datasets import crops
 from keras_caps.datasets import holdout
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
@@ -32,7 +33,7 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     - `target`: float32 `(batch, 28, 28, 1)`, the (augmented) image / 255,
       in [0, 1].
 
-    Splits (spec D4): with `validation="holdout"` (default), `"train"` is
+    Splits: with `validation="holdout"` (default), `"train"` is
     the 60,000 training digits minus a seeded, class-stratified holdout of
     6,000 (54,000), and `"validation"` is that holdout. With
     `validation="test"` (the official protocol), `"train"` is all 60,000
@@ -40,8 +41,9 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     10,000 test digits.
 
     When training (default for `"train"` only), examples are shuffled with a
-    buffer of the whole split, reshuffled every epoch, augmented as in spec
-    §9.1 (see `keras_caps.datasets.augmentation`), and the last partial
+    buffer of the whole split, reshuffled every epoch, augmented as the
+    official Efficient-CapsNet code does (see
+    `keras_caps.datasets.augmentation`), and the last partial
     batch is dropped. Everything is a function of `seed`. With
     `augmentation="shift"` training uses the original CapsNet's only
     augmentation instead (Sabour et al.): each image is translated by
@@ -154,16 +156,8 @@ def random_shift(images, seed, max_shift=_MAX_SHIFT):
     """
     images = tf.convert_to_tensor(images, dtype=tf.float32)
     seed = tf.convert_to_tensor(seed, dtype_hint=tf.int64)
-    batch_size = tf.shape(images)[0]
-    # Offsets into the padded image: offset o moves the content by
-    # max_shift - o pixels.
-    offsets = tf.random.stateless_uniform(
-        [batch_size, 2], seed, minval=0, maxval=2 * max_shift + 1,
-        dtype=tf.int32)
     padded = tf.pad(images, [[0, 0], [max_shift, max_shift],
                              [max_shift, max_shift], [0, 0]])
-    positions = tf.range(_SIZE)[None, :]
-    padded = tf.gather(padded, positions + offsets[:, :1], axis=1,
-                       batch_dims=1)
-    return tf.gather(padded, positions + offsets[:, 1:], axis=2,
-                     batch_dims=1)
+    # A window at offset o of the padded image moves the content by
+    # max_shift - o pixels.
+    return crops.random_crop(padded, _SIZE, seed)

@@ -1,4 +1,4 @@
-"""The shared `tf.data` chain of every loader (style guide §8).
+"""The shared `tf.data` chain of every loader.
 
 ```
 map(prepare, AUTOTUNE) -> cache() -> shuffle (training only, reshuffled
@@ -6,17 +6,16 @@ every epoch) -> batch(global batch size) -> augment (training only,
 vectorised over the batch) -> map(format) -> prefetch(AUTOTUNE)
 ```
 
-The augmentations are vectorised, so they run once per batch after
-`batch()` (style guide §8, step 5). Their randomness comes from stateless
-ops whose seeds are drawn per batch from
-`tf.data.Dataset.random(seed, rerandomize_each_iteration=True)`: every
+Random augmentation comes after `cache()`, so every epoch draws anew. The
+augmentations are vectorised, so they run once per batch after `batch()`.
+Their randomness comes from stateless ops whose seeds are drawn per batch
+from `tf.data.Dataset.random(seed, rerandomize_each_iteration=True)`: every
 epoch sees new augmentations, and the whole sequence is a function of
 `seed`.
 """
 
 import numbers
 
-import numpy as np
 import tensorflow as tf
 
 from keras_caps.validation import check_choice
@@ -88,38 +87,6 @@ def build_pipeline(dataset, *, prepare, format_batch, batch_size, training,
         dataset = dataset.map(augment, num_parallel_calls=autotune)
     dataset = dataset.map(format_batch, num_parallel_calls=autotune)
     return dataset.prefetch(autotune)
-
-
-def select_examples(examples, indices, num_examples):
-    """The examples at `indices` of a dataset of `num_examples`, in order.
-
-    For holdout splits of TFDS datasets: filters by position, without
-    decoding the examples that are dropped, and keeps a known cardinality.
-
-    Args:
-        examples: `tf.data.Dataset` of `num_examples` elements.
-        indices: 1-D integer array of the positions to keep.
-        num_examples: int. Elements of `examples`.
-
-    Returns:
-        `(dataset, len(indices))`.
-    """
-    keep = np.zeros(num_examples, dtype=bool)
-    keep[indices] = True
-    keep = tf.constant(keep)
-
-    def is_kept(index, example):
-        del example
-        return tf.gather(keep, index)
-
-    def drop_index(index, example):
-        del index
-        return example
-
-    examples = examples.enumerate().filter(is_kept).map(drop_index)
-    examples = examples.apply(
-        tf.data.experimental.assert_cardinality(len(indices)))
-    return examples, len(indices)
 
 
 def batch_seeds(seed):

@@ -1,15 +1,15 @@
-"""smallNORB in the Efficient-CapsNet recipe (spec §9.2, D4, D5)."""
+"""smallNORB in the Efficient-CapsNet recipe (Mazzia et al. 2021)."""
 
 import functools
 import logging
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_datasets as tfds
 
-from keras_caps.datasets import holdout
+from keras_caps.datasets import crops
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
+from keras_caps.datasets import tfds_splits
 
 _TFDS_NAME = "smallnorb"
 _NUM_CLASSES = 5
@@ -40,15 +40,16 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
 
     Evaluation crops the centre (offset 8). Training (default for
     `"train"` only) reshuffles every epoch with a buffer of the whole split
-    (spec D5), and augments per image as the official code does (spec
-    §9.2): a random 48 x 48 crop, a random brightness delta uniform in
+    (the official code never reshuffles its fixed array), and augments per
+    image as the official code does (`utils/pre_process_smallnorb.py`): a
+    random 48 x 48 crop, a random brightness delta uniform in
     [-2, 2] standardised units, i.e. `2.0 * std` per channel in raw units
     with `std` from `training_statistics`, and a random contrast factor in
     [0.5, 1.5] about each image's per-channel mean. Like the official
     augmentation this is not clipped, so training images can leave
     [0, 255]; only the reconstruction target is clipped to [0, 1].
 
-    Splits (spec D4): with `validation="holdout"` (default), `"train"` is
+    Splits: with `validation="holdout"` (default), `"train"` is
     the 24,300 training pairs minus a seeded, class-stratified holdout of
     2,430 (21,870), and `"validation"` is that holdout. With
     `validation="test"` (official), `"train"` is all 24,300 and
@@ -113,11 +114,12 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
 def training_statistics(data_dir=None, seed=42, validation="holdout"):
     """Per-channel mean and variance of the training images, raw units.
 
-    Spec D5: the statistics come from the images the model trains on (the
-    training split minus the holdout under `validation="holdout"`, the
-    whole training split under `"test"`), over all pixels of the original
-    96 x 96 views, as the official standardisation does; they are applied
-    unchanged to validation and test data. Set a model's input
+    The statistics come from the images the model trains on (the training
+    split minus the holdout under `validation="holdout"`, the whole
+    training split under `"test"`), over all pixels of the original
+    96 x 96 views, as the official standardisation does. They are applied
+    unchanged to validation and test data, where the official code
+    standardises the test set with its own statistics. Set a model's input
     `keras.layers.Normalization(mean=mean, variance=variance)` from them.
 
     Args:
@@ -161,35 +163,10 @@ def training_statistics(data_dir=None, seed=42, validation="holdout"):
 
 def _split_examples(split, validation, seed, data_dir):
     """The examples (feature dicts) of a split and their number."""
-    use_test = split == "test" or (split == "validation"
-                                   and validation == "test")
-    tfds_split = "test" if use_test else "train"
-    examples = sources.load_tfds(_TFDS_NAME, tfds_split, data_dir)
-    if use_test or validation == "test":
-        num_examples = int(examples.cardinality())
-        if num_examples < 0:
-            num_examples = len(_labels(tfds_split, data_dir))
-        return examples, num_examples
-    train, held = holdout.holdout_indices(_labels("train", data_dir), seed)
-    chosen = train if split == "train" else held
-    return pipeline.select_examples(examples, chosen, len(train) + len(held))
-
-
-def _labels(tfds_split, data_dir):
-    """All `label_category` values of a split, in stored order."""
-    skip = tfds.decode.SkipDecoding()
-    examples = sources.load_tfds(_TFDS_NAME, tfds_split, data_dir,
-                                 decoders={"image": skip, "image2": skip})
-
-    def label(example):
-        return example["label_category"]
-
-    def concat(total, batch):
-        return tf.concat([total, batch], axis=0)
-
-    labels = examples.map(label).batch(65536).reduce(
-        tf.zeros((0,), tf.int64), concat)
-    return labels.numpy()
+    return tfds_splits.load_split(
+        _TFDS_NAME, split, validation=validation, seed=seed,
+        data_dir=data_dir, label_key="label_category",
+        image_keys=("image", "image2"))
 
 
 def _stereo_pair(example):
@@ -211,14 +188,7 @@ def _augment(batch, seed, std):
     batch_size = tf.shape(images)[0]
     crop_seed, brightness_seed, contrast_seed = tf.unstack(
         tf.random.experimental.stateless_split(seed, num=3))
-    offsets = tf.random.stateless_uniform(
-        [batch_size, 2], crop_seed, minval=0, maxval=_SCALE - _PATCH + 1,
-        dtype=tf.int32)
-    positions = tf.range(_PATCH)[None, :]
-    images = tf.gather(images, offsets[:, :1] + positions, axis=1,
-                       batch_dims=1)
-    images = tf.gather(images, offsets[:, 1:] + positions, axis=2,
-                       batch_dims=1)
+    images = crops.random_crop(images, _PATCH, crop_seed)
     # tf.image.random_brightness(max_delta=2.0) in standardised units,
     # i.e. delta * std per channel in raw units.
     delta = tf.random.stateless_uniform(

@@ -29,8 +29,9 @@ def export_inference_model(model, path, reconstruction=False, precision=None):
         reconstruction: bool. Also serve the reconstruction.
         precision: `None` (keep the model's dtype policies), `"float32"`,
             or `"mixed_bfloat16"` / `"mixed_float16"` (the convolutions
-            compute in 16 bits: about 2x faster on CPUs with bfloat16
-            instructions and on GPUs). See `serving_model`.
+            compute in 16 bits, which is faster on CPUs with bfloat16
+            instructions and on GPUs; README.md has measured times). See
+            `serving_model`.
 
     Returns:
         The exported inference model (a `keras.Model`).

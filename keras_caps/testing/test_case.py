@@ -137,17 +137,40 @@ class TestCase(parameterized.TestCase):
             input_data = _random_data(input_shape)
         input_data = _map_inputs(
             lambda x: np.asarray(_to_numpy(x), dtype="float32"), input_data)
-        input_shape = _map_inputs(lambda x: tuple(x.shape), input_data)
-        unknown_batch_shape = _map_inputs(
-            lambda x: (None,) + tuple(x.shape[1:]), input_data)
         call_kwargs = call_kwargs or {}
 
-        # 1. Serialization.
         self.run_serialization_test(layer_cls(**init_kwargs))
-
-        # 2. Build and weight counts.
+        self._run_build_check(
+            layer_cls(**init_kwargs), input_data,
+            expected_num_trainable_weights,
+            expected_num_non_trainable_weights, expected_num_parameters)
+        self._run_symbolic_call_check(layer_cls(**init_kwargs), input_data,
+                                      call_kwargs, expected_output_shape)
         layer = layer_cls(**init_kwargs)
-        layer.build(input_shape)
+        self._run_eager_call_check(layer, input_data, call_kwargs,
+                                   expected_output_shape, expected_output,
+                                   atol, rtol)
+        if run_zero_input_check:
+            self._run_zero_input_check(layer, input_data, call_kwargs)
+        if run_training_check:
+            self._run_training_step(layer_cls, init_kwargs, input_data,
+                                    call_kwargs)
+        if run_mixed_precision_check:
+            for policy in _MIXED_POLICIES:
+                self._run_mixed_precision_pass(layer_cls, init_kwargs,
+                                               input_data, call_kwargs,
+                                               policy)
+        if run_saving_check:
+            model = _functional_wrapper(layer_cls(**init_kwargs), input_data,
+                                        call_kwargs)
+            self.run_model_saving_test(model, input_data)
+
+    def _run_build_check(self, layer, input_data,
+                         expected_num_trainable_weights,
+                         expected_num_non_trainable_weights,
+                         expected_num_parameters):
+        """`build` at the data's shape and the expected weight counts."""
+        layer.build(_map_inputs(lambda x: tuple(x.shape), input_data))
         self.assertTrue(layer.built)
         if expected_num_trainable_weights is not None:
             self.assertLen(layer.trainable_weights,
@@ -158,11 +181,14 @@ class TestCase(parameterized.TestCase):
         if expected_num_parameters is not None:
             self.assertEqual(layer.count_params(), expected_num_parameters)
 
-        # 3. Symbolic call, unknown batch size.
+    def _run_symbolic_call_check(self, layer, input_data, call_kwargs,
+                                 expected_output_shape):
+        """A symbolic call with an unknown batch size."""
+        unknown_batch_shape = _map_inputs(
+            lambda x: (None,) + tuple(x.shape[1:]), input_data)
         symbolic_inputs = _map_inputs(
             lambda x: keras.KerasTensor((None,) + tuple(x.shape[1:])),
             input_data)
-        layer = layer_cls(**init_kwargs)
         symbolic_outputs = layer(symbolic_inputs, **call_kwargs)
         self.assertEqual(tuple(symbolic_outputs.shape),
                          tuple(layer.compute_output_shape(
@@ -171,12 +197,15 @@ class TestCase(parameterized.TestCase):
             self.assertEqual(tuple(symbolic_outputs.shape),
                              (None,) + tuple(expected_output_shape[1:]))
 
-        # 4. Eager calls, at the given batch size and at batch size 1.
-        layer = layer_cls(**init_kwargs)
+    def _run_eager_call_check(self, layer, input_data, call_kwargs,
+                              expected_output_shape, expected_output, atol,
+                              rtol):
+        """Eager calls, at the data's batch size and at batch size 1."""
         outputs = layer(input_data, **call_kwargs)
         if expected_output_shape is not None:
             self.assertEqual(tuple(outputs.shape),
                              tuple(expected_output_shape))
+        input_shape = _map_inputs(lambda x: tuple(x.shape), input_data)
         self.assertEqual(tuple(outputs.shape),
                          tuple(layer.compute_output_shape(input_shape)))
         if expected_output is not None:
@@ -188,31 +217,12 @@ class TestCase(parameterized.TestCase):
         self.assertAllClose(single, _to_numpy(outputs)[:1], atol=1e-5,
                             rtol=1e-5)
 
-        # 5. All-zero inputs: finite outputs and gradients.
-        if run_zero_input_check:
-            zeros = _map_inputs(np.zeros_like, input_data)
-            outputs, gradients = value_and_gradients(layer, zeros,
-                                                     **call_kwargs)
-            self.assertAllFinite(outputs, "outputs at all-zero inputs")
-            self.assertAllFinite(gradients, "gradients at all-zero inputs")
-
-        # 6. One training step.
-        if run_training_check:
-            self._run_training_step(layer_cls, init_kwargs, input_data,
-                                    call_kwargs)
-
-        # 7. Mixed precision.
-        if run_mixed_precision_check:
-            for policy in _MIXED_POLICIES:
-                self._run_mixed_precision_pass(layer_cls, init_kwargs,
-                                               input_data, call_kwargs,
-                                               policy)
-
-        # 8. `.keras` round trip of a functional wrapper.
-        if run_saving_check:
-            model = _functional_wrapper(layer_cls(**init_kwargs), input_data,
-                                        call_kwargs)
-            self.run_model_saving_test(model, input_data)
+    def _run_zero_input_check(self, layer, input_data, call_kwargs):
+        """Finite outputs and gradients for all-zero inputs."""
+        zeros = _map_inputs(np.zeros_like, input_data)
+        outputs, gradients = value_and_gradients(layer, zeros, **call_kwargs)
+        self.assertAllFinite(outputs, "outputs at all-zero inputs")
+        self.assertAllFinite(gradients, "gradients at all-zero inputs")
 
     def _run_training_step(self, layer_cls, init_kwargs, input_data,
                            call_kwargs):

@@ -71,7 +71,12 @@ class BestCheckpoint(keras.callbacks.Callback):
 
 
 def resolve_monitor(monitor, logs):
-    """The monitored key, checked against the epoch logs (spec D7)."""
+    """The monitored key, checked against the epoch logs.
+
+    A missing key raises, listing the keys that exist: Keras' own
+    `ModelCheckpoint` only warns and never saves, which is how the official
+    Efficient-CapsNet MultiMNIST run kept no checkpoint.
+    """
     keys = sorted(logs)
     if monitor == "auto":
         for key in _PREFERRED_MONITORS:

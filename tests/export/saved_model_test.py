@@ -1,16 +1,23 @@
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
+import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_caps.applications import EfficientCapsNet
 from keras_caps.applications import inference_model
 from keras_caps.export import export_inference_model
 from keras_caps.testing import TestCase
+from keras_caps.training import MODELS
+from tests.training import recipe_datasets
 
 
 class ExportTest(TestCase):
@@ -70,3 +77,230 @@ class ExportTest(TestCase):
         with self.assertRaisesRegex((ValueError, TypeError),
                                     "(?s)shape|signature"):
             served.serve(tf.zeros((2, 32, 32, 1)))
+
+
+_SERVE = """
+import json
+import sys
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import keras_caps
+
+cases = json.loads(sys.argv[1])
+out = {}
+for name, case in cases.items():
+    images = np.load(case["images"])
+    served = tf.saved_model.load(case["export"])
+    layer = keras.layers.TFSMLayer(case["export"], call_endpoint="serve")
+    model = keras.saving.load_model(case["keras"])
+    result = {}
+    for n in (1, 5):
+        batch = tf.constant(images[:n])
+        result[f"serve_{n}"] = tf.nest.map_structure(
+            lambda t: np.asarray(t).tolist(), served.serve(batch))
+        result[f"layer_{n}"] = tf.nest.map_structure(
+            lambda t: np.asarray(t).tolist(), layer(batch))
+    result["signature"] = {
+        key: [spec.shape.as_list(), spec.dtype.name] for key, spec in
+        served.signatures["serving_default"].structured_input_signature[1]
+        .items()}
+    result["outputs"] = sorted(
+        served.signatures["serving_default"].structured_outputs)
+    errors = []
+    wrong_shape = tf.zeros((2,) + tuple(images.shape[1:-1]) + (
+        images.shape[-1] + 1,))
+    for bad in (wrong_shape, tf.zeros(images[:2].shape, tf.uint8)):
+        try:
+            served.serve(bad)
+            errors.append(None)
+        except (TypeError, ValueError) as error:
+            errors.append(str(error).split("Received args")[0])
+    result["errors"] = errors
+    if "label" in {layer.name for layer in model.layers}:
+        model = keras_caps.applications.inference_model(model)
+    keras_outputs = model.predict(images[:5], verbose=0)
+    result["keras_length"] = np.asarray(
+        keras_outputs["length"] if isinstance(keras_outputs, dict)
+        else keras_outputs).tolist()
+    out[name] = result
+print(json.dumps(out))
+"""
+
+
+def test_every_application_serves_in_a_fresh_process(tmp_path):
+    """Every application registered for `keras-caps train` can be served.
+
+    For each model of `keras_caps.training.MODELS` the SavedModel export and the
+    `.keras` file are loaded in a fresh Python process: `tf.saved_model.load`
+    and `keras.layers.TFSMLayer` serve raw images at batch 1 and 5 with the
+    predictions of the in-memory model, wrong shapes and dtypes are rejected
+    by the signature (the error names the expected `TensorSpec`), and
+    `saved_model_cli show --all` lists the signature.
+    """
+    cases, expected = {}, {}
+    for name, recipe in sorted(MODELS.items()):
+        dataset = recipe_datasets.dataset_for(recipe)
+        model = recipe.builder(dataset)
+        # Move the batch-norm statistics away from their initial values so
+        # the comparison covers inference-mode normalisation.
+        for layer in model.layers:
+            if hasattr(layer, "moving_mean"):
+                layer.moving_mean.assign(
+                    np.full(layer.moving_mean.shape, 0.1, "float32"))
+        shape = tuple(model.inputs[0].shape[1:])
+        images = np.random.default_rng(0).uniform(
+            0, 255, (5, *shape)).astype("float32")
+        np.save(tmp_path / f"{name}.npy", images)
+        reconstruction = recipe.has_decoder
+        export_inference_model(model, str(tmp_path / f"{name}_export"),
+                               reconstruction=reconstruction)
+        model.save(tmp_path / f"{name}.keras")
+        names = {layer.name for layer in model.layers}
+        if "label" in names or "mask" in names:  # As the export does.
+            scores = inference_model(model, reconstruction=reconstruction)(
+                images)
+        else:
+            scores = model(images)
+        expected[name] = (shape, reconstruction,
+                          tree_numpy(scores))
+        cases[name] = {"images": str(tmp_path / f"{name}.npy"),
+                       "export": str(tmp_path / f"{name}_export"),
+                       "keras": str(tmp_path / f"{name}.keras")}
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_SERVE), json.dumps(cases)],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+
+    for name, (shape, reconstruction, scores) in expected.items():
+        got = served[name]
+        assert got["signature"] == {"image": [[None, *shape], "float32"]}
+        if reconstruction:
+            assert got["outputs"] == ["length", "reconstruction"], name
+        for n in (1, 5):
+            for kind in ("serve", "layer"):
+                out = got[f"{kind}_{n}"]
+                if reconstruction:
+                    np.testing.assert_allclose(
+                        out["length"], scores["length"][:n], atol=1e-5)
+                    np.testing.assert_allclose(
+                        out["reconstruction"], scores["reconstruction"][:n],
+                        atol=1e-5)
+                else:
+                    if isinstance(out, dict):  # TFSMLayer keeps the name.
+                        (out,) = out.values()
+                    np.testing.assert_allclose(out, scores[:n], atol=1e-5,
+                                               err_msg=f"{name} {kind} {n}")
+        length = scores["length"] if reconstruction else scores
+        np.testing.assert_allclose(got["keras_length"], length, atol=1e-5,
+                                   err_msg=name)
+        wrong_shape, wrong_dtype = got["errors"]
+        for message in (wrong_shape, wrong_dtype):
+            assert message is not None, name
+            assert "Can not cast" in message, message
+            assert (f"TensorSpec(shape=(None, {', '.join(map(str, shape))})"
+                    ", dtype=tf.float32, name='image')") in message, message
+        assert "dtype=tf.uint8" in wrong_dtype
+
+
+def tree_numpy(outputs):
+    if isinstance(outputs, dict):
+        return {key: np.asarray(value) for key, value in outputs.items()}
+    return np.asarray(outputs)
+
+
+def test_saved_model_cli_lists_the_serving_signature(tmp_path):
+    cli = shutil.which("saved_model_cli") or os.path.join(
+        os.path.dirname(sys.executable), "saved_model_cli")
+    if not os.path.exists(cli):
+        pytest.skip("saved_model_cli is not installed beside Python")
+    model = MODELS["efficient_capsnet"].builder("mnist")
+    path = str(tmp_path / "export")
+    export_inference_model(model, path, reconstruction=True)
+    result = subprocess.run(
+        [cli, "show", "--dir", path, "--all"], capture_output=True,
+        text=True, timeout=120, check=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    text = result.stdout
+    assert "signature_def['serving_default']" in text
+    assert "signature_def['serve']" in text
+    assert "inputs['image'] tensor_info:" in text
+    assert "shape: (-1, 28, 28, 1)" in text
+    assert "outputs['length'] tensor_info:" in text
+    assert "shape: (-1, 10)" in text
+    assert "outputs['reconstruction'] tensor_info:" in text
+
+
+_WRITER = textwrap.dedent("""
+    import os
+    import sys
+
+    from keras_caps.applications import EfficientCapsNet
+    from keras_caps.export import export_inference_model
+    from keras_caps.training.atomic_files import save_model_atomically
+
+    folder = sys.argv[1]
+    model = EfficientCapsNet("mnist")
+    round = 0
+    while True:
+        save_model_atomically(model, os.path.join(folder, "model.keras"))
+        export_inference_model(model, os.path.join(folder, "export"))
+        round += 1
+        with open(os.path.join(folder, "rounds"), "w") as file:
+            file.write(str(round))
+""")
+
+
+def _check_complete_or_absent(folder):
+    model_path = os.path.join(folder, "model.keras")
+    if os.path.exists(model_path):
+        model = keras.saving.load_model(model_path)
+        assert len(model.weights) > 0
+    export = os.path.join(folder, "export")
+    if os.path.exists(export):
+        served = tf.saved_model.load(export)
+        scores = served.serve(tf.zeros((1, 28, 28, 1)))
+        assert np.isfinite(np.asarray(scores)).all()
+
+
+def test_killed_writer_leaves_complete_files_or_none(tmp_path):
+    """A process killed while saving or exporting leaves no half-written files.
+
+    A child process saves `model.keras` (through
+    `keras_caps.training.atomic_files.save_model_atomically`) and exports the
+    SavedModel (`export_inference_model`) over and over into the same folder;
+    the test kills it with SIGKILL at several moments (spread over the writes)
+    and then checks that `model.keras` and `export/` are each either absent or
+    complete: the `.keras` file loads, the SavedModel loads and serves. The
+    staging files left by a killed writer are hidden (`.tmp-*`, `.export-*`)
+    and are never what a reader opens.
+    """
+    folder = str(tmp_path)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    rounds_file = tmp_path / "rounds"
+    # Each writer is killed once its first round is complete, at staggered
+    # moments of the rounds after it (a round takes about a second).
+    for delay in (0.0, 0.7, 1.9):
+        process = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, folder], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 120
+            while not rounds_file.exists() and time.time() < deadline:
+                if process.poll() is not None:
+                    raise AssertionError("the writer died on its own")
+                time.sleep(0.05)
+            time.sleep(delay)
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        _check_complete_or_absent(folder)
+    assert int(rounds_file.read_text() or 0) >= 1
+    visible = sorted(name for name in os.listdir(folder)
+                     if not name.startswith("."))
+    assert visible in (["export", "model.keras", "rounds"],
+                       ["model.keras", "rounds"]), visible

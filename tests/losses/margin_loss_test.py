@@ -8,7 +8,7 @@ from keras_caps.testing import TestCase
 
 
 def numpy_margin_loss(targets, lengths, m_plus=0.9, m_minus=0.1, lam=0.5):
-    """Spec §7, with explicit loops over examples and classes."""
+    """Sabour et al. 2017, Eq. 4, with loops over examples and classes."""
     losses = np.zeros(len(targets))
     for b in range(len(targets)):
         for k in range(targets.shape[1]):

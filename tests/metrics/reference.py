@@ -1,4 +1,9 @@
-"""NumPy references of the MultiMNIST metrics (spec §10.3)."""
+"""NumPy references of the MultiMNIST metrics.
+
+Per-digit accuracy, as Efficient-CapsNet's official `multiAccuracy` scores
+(each image counts 1, 0.5 or 0), and exact match, as the official
+evaluation of Sabour et al. 2017 counts (both digits in the top 2).
+"""
 
 import numpy as np
 

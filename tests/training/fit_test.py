@@ -14,7 +14,6 @@ from keras_caps import training
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
-from keras_caps.training import BestCheckpoint
 
 
 def _tiny_mnist(folder, num_train=200, num_test=40):
@@ -69,39 +68,6 @@ class TrainTest(TestCase):
             training.train(precision="float8", output_dir="unused")
         with self.assertRaisesRegex(ValueError, "Unknown `validation`"):
             training.train(validation="train", output_dir="unused")
-
-
-class BestCheckpointTest(TestCase):
-    def test_missing_monitor_key_raises_listing_keys(self):
-        callback = BestCheckpoint(os.path.join(self.get_temp_dir(),
-                                               "best.keras"),
-                                  monitor="val_Efficient_CapsNet_accuracy")
-        with self.assertRaisesRegex(
-                ValueError, "val_Efficient_CapsNet_accuracy.*Available keys: "
-                "\\['loss', 'val_length_multi_digit_accuracy'\\]"):
-            callback.on_epoch_end(0, {"loss": 1.0,
-                                      "val_length_multi_digit_accuracy": 0.5})
-
-    def test_auto_monitor_without_validation_raises(self):
-        callback = BestCheckpoint(os.path.join(self.get_temp_dir(),
-                                               "best.keras"))
-        with self.assertRaisesRegex(ValueError, "No validation accuracy"):
-            callback.on_epoch_end(0, {"loss": 1.0, "accuracy": 0.5})
-
-    def test_keeps_best_and_resumes_its_state(self):
-        path = os.path.join(self.get_temp_dir(), "best.keras")
-        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-        callback = BestCheckpoint(path)
-        callback.set_model(model)
-        callback.on_epoch_end(0, {"val_accuracy": 0.5})
-        callback.on_epoch_end(1, {"val_accuracy": 0.4})
-        self.assertEqual((callback.best, callback.best_epoch), (0.5, 0))
-        resumed = BestCheckpoint(path)
-        resumed.set_model(model)
-        resumed.on_train_begin()
-        self.assertEqual((resumed.best, resumed.best_epoch), (0.5, 0))
-        resumed.on_epoch_end(2, {"val_accuracy": 0.45})
-        self.assertEqual(resumed.best_epoch, 0)
 
 
 def _backup_state(path):

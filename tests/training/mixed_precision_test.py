@@ -18,23 +18,13 @@ import pytest
 
 from keras_caps import training
 from keras_caps.training import MODELS
+from tests.training import recipe_datasets
 
 MIXED = ("mixed_float16", "mixed_bfloat16")
 # Same seed, data order and steps; only the arithmetic differs. After 400
 # steps the float32 runs are at 94-98 %, and run-to-run differences from
 # round-off stay within a couple of points.
 ACCURACY_MARGIN = 0.03
-_CANDIDATE_DATASETS = ("mnist", "cifar10", "smallnorb")
-
-
-def _dataset_for(recipe):
-    for dataset in _CANDIDATE_DATASETS:
-        try:
-            recipe.get_preset(dataset)
-        except (ValueError, KeyError):
-            continue
-        return dataset
-    pytest.skip("no preset for any of " + ", ".join(_CANDIDATE_DATASETS))
 
 
 @pytest.fixture
@@ -51,7 +41,7 @@ def test_short_training_is_finite_with_float32_weights(name, precision,
     recipe = MODELS[name]
     keras.config.set_dtype_policy(precision)
     keras.utils.set_random_seed(0)
-    model = recipe.builder(_dataset_for(recipe))
+    model = recipe.builder(recipe_datasets.dataset_for(recipe))
     shape = tuple(model.inputs[0].shape[1:])
     classes = keras.tree.flatten(model.output)[0].shape[-1]
     rng = np.random.default_rng(0)
@@ -85,7 +75,7 @@ def _accuracy_comparisons():
     `--run_large`, on a GPU for float16.
     """
     for name, recipe in sorted(MODELS.items()):
-        if _dataset_for(recipe) != "mnist":
+        if recipe_datasets.dataset_for(recipe) != "mnist":
             continue
         for precision in MIXED:
             in_ci = (name, precision) == ("efficient_capsnet",
