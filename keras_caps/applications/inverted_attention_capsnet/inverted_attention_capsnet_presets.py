@@ -95,8 +95,8 @@ INVERTED_ATTENTION_CAPSNET_PRESETS = {
         "backbones": _BACKBONES,
         "primary_capsules": {"num_capsules": 32, "capsule_dim": 36},
         # 16x16 -> 7x7 -> 5x5, then 800 -> 20 -> 100 class capsules (the
-        # fully-connected layer of 20 saves parameters, as the authors
-        # explain in apple/ml-capsules-inverted-attention-routing issue #7).
+        # fully-connected layer of 20 saves parameters; see issue #7 of
+        # apple/ml-capsules-inverted-attention-routing).
         "capsules": _capsule_layers(36, hidden_fully_connected=True),
         **_CIFAR_STATISTICS,
         **_TRAINING,
