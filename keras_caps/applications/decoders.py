@@ -1,4 +1,10 @@
-"""Reconstruction decoders of capsule networks (efficient_capsnet.md §6).
+"""Reconstruction decoders of capsule networks.
+
+The decoders of the official Efficient-CapsNet code
+(github.com/EscVM/Efficient-CapsNet, in
+`models/efficient_capsnet_graph_{mnist,smallnorb,multimnist}.py`): a dense
+one for MNIST and MultiMNIST (the layers of the CapsNet decoder of Sabour
+et al., 2017, which `CapsNet` uses too), a convolutional one for smallNORB.
 
 A decoder maps masked, flattened capsules to an image in [0, 1]. The last
 layer is float32 so the reconstruction loss stays float32 under mixed

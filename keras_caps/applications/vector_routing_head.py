@@ -7,8 +7,10 @@ from keras_caps.applications.compiling import compile_model
 from keras_caps.applications.compiling import resolve_optimizer
 from keras_caps.validation import check_positive_int
 
-# Spec §3.6: the paper's heads route (position x depth) to 64 vectors of the
-# backbone's width, then 64 -> 64, then 64 -> one logit per class.
+# The paper's heads (`RoutingHead` in `models.py` of
+# github.com/glassroom/heinsen_routing_2022_paper) route (position x depth)
+# to 64 vectors of the backbone's width, then 64 -> 64, then 64 -> one logit
+# per class.
 _LAYER_NORM_EPSILON = 1e-5
 
 
@@ -21,10 +23,11 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
                       name="vector_routing_head"):
     """Puts Heinsen's routing classification head on a Keras backbone.
 
-    The head of Heinsen (2022, §3.6 of the spec) routes every position of
-    the backbone's output, or of the hidden states of several of its layers,
-    to `num_hidden_capsules` hidden vectors, routes those to hidden vectors
-    again, and finally to one logit per class:
+    The head of Heinsen (2022; `RoutingHead` in the paper's code,
+    github.com/glassroom/heinsen_routing_2022_paper) routes every position
+    of the backbone's output, or of the hidden states of several of its
+    layers, to `num_hidden_capsules` hidden vectors, routes those to hidden
+    vectors again, and finally to one logit per class:
 
     ```
     states  = [LayerNorm_k(h_k) for each hidden state k]  # scale 1, bias 0

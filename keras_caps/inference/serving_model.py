@@ -29,12 +29,14 @@ def serving_model(model, reconstruction=False, precision=None):
     convolutions compute in. The result is an independent copy: training
     `model` further does not change it.
 
-    On a 2-core CPU, folding makes EfficientCapsNet-MNIST inference about
-    10 % faster with the same float32 results (up to rounding), and
-    `precision="mixed_bfloat16"` about 1.8x faster again on CPUs with
-    bfloat16 dot-product instructions (AVX512_BF16, AMX) or on accelerators
-    (`benchmarks/efficient_capsnet_benchmark.py`). Reduced precision changes
-    the scores slightly: check the accuracy on your own validation data.
+    Folding gives the same float32 scores (up to rounding) with less work
+    per image, so inference is faster; `precision="mixed_bfloat16"` is
+    faster again on CPUs with bfloat16 dot-product instructions
+    (AVX512_BF16, AMX) and on accelerators. The README's "Exporting and
+    serving" and "Speed" sections give measured figures, and
+    `benchmarks/serving_precision.py` measures a trained model's test error
+    and speed in each precision. Reduced precision changes the scores
+    slightly: check the accuracy on your own validation data.
 
     Args:
         model: A model from an application builder, or its inference model.

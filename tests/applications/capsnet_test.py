@@ -10,8 +10,17 @@ from keras_caps.applications.capsnet import get_preset
 from keras_caps.applications.capsnet import learning_rate_schedule
 from keras_caps.testing import TestCase
 
-# routing.md §1.4: trainable parameters of the MNIST capsule network
-# without the decoder, the decoder, and the total with the decoder.
+# Trainable parameters of the MNIST capsule network without the decoder,
+# the decoder, and the total with the decoder, by hand (kernel + bias):
+#   conv_1 9*9*1*256 + 256 = 20,992;
+#   primary_caps 9*9*256*(32*8) + 32*8 = 5,308,672;
+#   digit_caps, 6*6*32 = 1,152 capsules of 8 -> 10 of 16:
+#     1,152*8*10*16 + 10*16 = 1,474,720;
+#   without the decoder 20,992 + 5,308,672 + 1,474,720 = 6,804,384.
+# Decoder 160 -> 512 -> 1024 -> 784: (160*512 + 512) + (512*1024 + 1024)
+#   + (1024*784 + 784) = 82,432 + 525,312 + 803,600 = 1,411,344.
+# Total 6,804,384 + 1,411,344 = 8,215,728. Sabour et al. (2017) give
+# 6.8M and 8.2M.
 MNIST_PARAMETER_COUNTS = (6_804_384, 1_411_344, 8_215_728)
 
 # Small images keep the tests fast: 20 x 20 gives 2 x 2 x 32 = 128

@@ -9,9 +9,29 @@ from keras_caps.applications import inference_model
 from keras_caps.applications.efficient_capsnet import learning_rate_schedule
 from keras_caps.testing import TestCase
 
-# efficient_capsnet.md §1.4: trainable parameters of the capsule network
-# without the decoder, its non-trainable parameters (BatchNorm statistics),
-# the decoder, and the total with the decoder.
+# Trainable parameters of the capsule network without the decoder, its
+# non-trainable parameters (BatchNorm moving statistics), the decoder, and
+# the total with the decoder, by hand (kernel + bias):
+# MNIST: stem convolutions 5x5 1 -> 32, 3x3 32 -> 64, 64 -> 64, 64 -> 128:
+#   832 + 18,496 + 36,928 + 73,856 = 130,112; BatchNorm gamma + beta
+#   2 * (32 + 64 + 64 + 128) = 576, and as many moving statistics;
+#   primary_caps, depthwise 9x9 over 128 channels: 81*128 + 128 = 10,496;
+#   digit_caps, 16 x 8 -> 10 x 16: kernel 10*16*8*16 = 20,480 + prior
+#   10*16 = 20,640; 130,112 + 576 + 10,496 + 20,640 = 161,824, the "161K"
+#   of Mazzia et al. (2021), Table 2. Decoder 160 -> 512 -> 1024 -> 784:
+#   82,432 + 525,312 + 803,600 = 1,411,344; total 161,824 + 576
+#   + 1,411,344 = 1,573,744.
+# smallNORB: stem 7x7 2 -> 32 (3,168), then as MNIST: 132,448; instance
+#   norms gamma + beta 576, no moving statistics; primary_caps 8x8:
+#   64*128 + 128 = 8,320; digit_caps 16 x 8 -> 5 x 16: 5*16*8*16 + 5*16
+#   = 10,320; 132,448 + 576 + 8,320 + 10,320 = 151,664, the "151K" of
+#   Table 4. Decoder: Dense 80 -> 64 (5,184), 3x3 convolutions 1 -> 64
+#   (640), 64 -> 128 (73,856), 128 -> 128 (147,584), 128 -> 2 (2,306):
+#   229,570; total 151,664 + 229,570 = 381,234.
+# MultiMNIST: the MNIST stem and batch norms (130,112 + 576), primary_caps
+#   5x5: 25*128 + 128 = 3,328, digit_caps 20,640: 154,656. Decoder as
+#   MNIST's with 36*36 = 1,296 outputs: 82,432 + 525,312 + 1,328,400
+#   = 1,936,144; total 154,656 + 576 + 1,936,144 = 2,091,376.
 PARAMETER_COUNTS = {
     "mnist": (161_824, 576, 1_411_344, 1_573_744),
     "smallnorb": (151_664, 0, 229_570, 381_234),

@@ -14,7 +14,9 @@ from keras_caps.applications.inverted_attention_capsnet import (
 )
 from keras_caps.testing import TestCase
 
-# Trainable parameters, by hand (routing.md §2.6; s x s matrix poses,
+# Trainable parameters, by hand from the official configs
+# (configs/resnet_backbone_CIFAR{10,100}.json of
+# apple/ml-capsules-inverted-attention-routing; s x s matrix poses,
 # d = s * s: 16 for CIFAR-10, 36 for CIFAR-100).
 # ResNet backbone (3x3 kernels, no bias; BatchNorm gamma + beta):
 #   stem 27*64 + 128 = 1,856;

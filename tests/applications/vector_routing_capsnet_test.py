@@ -15,7 +15,11 @@ from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 
 # Trainable and non-trainable parameters, by hand from the presets and the
-# parameter formula of routing.md §3.4 (fixed number of inputs n):
+# weights of a `VectorRouting` with a fixed number of inputs n and
+# num_iterations > 1: score kernel and bias n*d_in + n; vote scale, kernel
+# and bias n_out*d_in + d_in*d_out + n_out*d_out; prediction kernel, scale
+# and bias d_out*d_in + 2*n_out*d_in; similarity scale and bias, use
+# benefit and ignore cost 4*n*n_out. In all:
 #   n*d_in + n + 3*n_out*d_in + 2*d_in*d_out + n_out*d_out + 4*n*n_out.
 # Stem (3x3 kernels, no bias): MNIST 9*1*32 + 9*32*64 + 9*64*64 + 9*64*128
 #   = 288 + 18,432 + 36,864 + 73,728 = 129,312; smallNORB (first kernel

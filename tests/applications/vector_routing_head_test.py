@@ -96,11 +96,25 @@ class VectorRoutingHeadTest(TestCase):
         self.assertEqual(model.predict(images, verbose=0).shape,
                          (2, NUM_CLASSES))
 
-    def test_spec_head_parameter_counts(self):
-        # routing.md §3.6: 25 hidden states of width 1024 (embeddings + 24
-        # layers); LayerNorm scale and bias 25 * 2 * 1024 = 51,200; routings
-        # 2,491,649 (variable -> 64), 2,441,280 (64 -> 64) and
-        # 67,648 + 3,329 * C (64 -> C logits). C = 10: 5,085,067.
+    def test_paper_head_parameter_counts(self):
+        # The paper's head on a 24-layer backbone of width d = 1024
+        # (`RoutingHead` in models.py of glassroom/heinsen_routing_2022_paper):
+        # 25 hidden states (embeddings + 24 layers); LayerNorm scale and
+        # bias 25 * 2 * 1024 = 51,200. `VectorRouting` weights, n inputs,
+        # n_out outputs:
+        # - variable n: score kernel and bias d_in + 1; vote scale, kernel
+        #   and bias n_out*d_in + d_in*d_out + n_out*d_out; prediction
+        #   kernel, scale and bias d_out*d_in + 2*n_out*d_in; similarity
+        #   scale and bias 2*n_out; use benefit and ignore cost Dense layers
+        #   2*(d_in*n_out + n_out). variable -> 64, 1024 -> 1024:
+        #   1,025 + 65,536 + 1,048,576 + 65,536 + 1,048,576 + 131,072 + 128
+        #   + 131,200 = 2,491,649.
+        # - fixed n: n*d_in + n + 3*n_out*d_in + 2*d_in*d_out + n_out*d_out
+        #   + 4*n*n_out. 64 -> 64, 1024 -> 1024: 65,536 + 64 + 196,608
+        #   + 2,097,152 + 65,536 + 16,384 = 2,441,280; 64 -> C logits,
+        #   1024 -> 1: 65,536 + 64 + 3,072*C + 2,048 + C + 256*C
+        #   = 67,648 + 3,329*C.
+        # C = 10: 51,200 + 2,491,649 + 2,441,280 + 100,938 = 5,085,067.
         states = keras.Input((None, 1024), name="embeddings")
         x = states
         for index in range(1, 25):

@@ -27,10 +27,11 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     masked class capsule(s). The model takes raw pixels (0-255) and scales
     them itself, so an exported model serves raw images.
 
-    Parameters match the official code (spec routing.md §1.4): the primary
-    capsules are scaled by 1/32 and ordered `(type, h, w)`, and the class
-    capsules have the official per-output bias. Trainable parameters on
-    MNIST: 6,804,384 without the decoder, 8,215,728 with it; on MultiMNIST
+    Parameters match the official code (`research/capsules/` in
+    github.com/Sarasra/models): the primary capsules are scaled by 1/32 and
+    ordered `(type, h, w)`, and the class capsules have the official
+    per-output bias. Trainable parameters on MNIST: 6,804,384 without the
+    decoder, 8,215,728 with it (the paper's 6.8M and 8.2M); on MultiMNIST
     9,425,824 and 11,361,968. The decoder uses the package's
     `dense_decoder` initialisers, not the official ones.
 

@@ -149,8 +149,10 @@ def _stem_block(block, index, filters, kernel_size, strides):
                                 name=f"conv_{index}"),
             keras.layers.BatchNormalization(name=f"batch_norm_{index}"),
         ]
-    # "conv_leaky_relu_instance_norm": instance normalisation is a group
-    # normalisation with one group per channel (spec D5).
+    # "conv_leaky_relu_instance_norm": the official code uses
+    # tensorflow-addons' InstanceNormalization; tensorflow-addons has reached
+    # its end of life, and a group normalisation with one group per channel
+    # computes the same with the same parameters (2 per channel).
     official_init = keras.initializers.RandomUniform(-0.05, 0.05)
     return [
         keras.layers.Conv2D(filters, kernel_size, strides,

@@ -1,4 +1,9 @@
-"""Per-dataset settings of Efficient-CapsNet (efficient_capsnet.md §1-§9).
+"""Per-dataset settings of Efficient-CapsNet (Mazzia et al., 2021).
+
+The settings are those of the official code,
+github.com/EscVM/Efficient-CapsNet: the graphs in
+`models/efficient_capsnet_graph_{mnist,smallnorb,multimnist}.py`, the
+training settings in `config.json` and `utils/tools.py`.
 
 Architecture variants are data. Each stem entry is one convolution block:
 `filters`, `kernel_size`, `strides`. `stem_block` names the block pattern:
@@ -7,7 +12,8 @@ Architecture variants are data. Each stem entry is one convolution block:
   the activation before the normalisation as in the official code.
 - `"conv_leaky_relu_instance_norm"`: Conv2D (linear, he_normal) -> LeakyReLU
   (slope 0.3) -> instance normalisation (GroupNormalization with one group
-  per channel, beta and gamma initialised U(-0.05, 0.05), epsilon 1e-3).
+  per channel, beta and gamma initialised U(-0.05, 0.05), epsilon 1e-3, as
+  the official tensorflow-addons `InstanceNormalization`).
 
 `input_scaling` is `"rescale"` (pixels / 255 inside the model) or
 `"standardize"` (per-channel statistics of the training images, stored in the

@@ -140,7 +140,9 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
         kernel_initializer=_torch_default_initializer(),
         name="primary_conv")(x)
     height, width = x.shape[1:3]
-    # Channel n * d + a is entry a of capsule type n (routing.md §2.5).
+    # Channel n * d + a is entry a of capsule type n, as the official
+    # `CapsModel.forward` (src/capsule_model.py) reshapes the primary
+    # convolution's channels to (num_capsules, capsule_dim).
     x = keras.layers.Reshape(
         (height, width, primary["num_capsules"], capsule_dim),
         name="primary_capsules")(x)

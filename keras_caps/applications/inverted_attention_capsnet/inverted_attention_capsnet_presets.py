@@ -1,7 +1,8 @@
-"""Per-dataset settings of `InvertedAttentionCapsNet` (routing.md §2.6).
+"""Per-dataset settings of `InvertedAttentionCapsNet` (Tsai et al., 2020).
 
 Architecture variants are data, from the official configs
-`configs/resnet_backbone_CIFAR{10,100}.json`:
+`configs/resnet_backbone_CIFAR{10,100}.json` of
+github.com/apple/ml-capsules-inverted-attention-routing:
 
 - `backbones`: the feature extractor before the capsules, both ending in a
   `(16, 16, 128)` map for 32 x 32 images. `"resnet"`: a 3x3 convolution of
@@ -94,7 +95,8 @@ INVERTED_ATTENTION_CAPSNET_PRESETS = {
         "backbones": _BACKBONES,
         "primary_capsules": {"num_capsules": 32, "capsule_dim": 36},
         # 16x16 -> 7x7 -> 5x5, then 800 -> 20 -> 100 class capsules (the
-        # fully-connected layer of 20 saves parameters, apple/...#7).
+        # fully-connected layer of 20 saves parameters; see issue #7 of
+        # apple/ml-capsules-inverted-attention-routing).
         "capsules": _capsule_layers(36, hidden_fully_connected=True),
         **_CIFAR_STATISTICS,
         **_TRAINING,

@@ -1,4 +1,4 @@
-"""Per-dataset settings of `VectorRoutingCapsNet` (spec: routing.md §3).
+"""Per-dataset settings of `VectorRoutingCapsNet` (Heinsen, 2022).
 
 Architecture variants are data. Each `stem` entry is one convolution block,
 Conv2D (`filters`, `kernel_size`, `strides`, "same" padding, no bias,
