@@ -3,6 +3,7 @@ import keras
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
+from keras_caps.applications.builder_arguments import resolve_num_classes
 from keras_caps.applications.capsnet.capsnet_presets import CAPSNET_PRESETS
 from keras_caps.applications.capsule_head import capsule_head_model
 from keras_caps.applications.compiling import builder_docstring
@@ -80,8 +81,7 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     """
     preset = get_preset(dataset)
     input_shape = _check_input_shape(input_shape, preset)
-    num_classes = (preset["num_classes"] if num_classes is None else
-                   check_positive_int("num_classes", num_classes))
+    num_classes = resolve_num_classes(num_classes, preset)
     num_iterations = (preset["num_iterations"] if num_iterations is None
                       else check_positive_int("num_iterations",
                                               num_iterations))

@@ -3,6 +3,7 @@ import keras
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
+from keras_caps.applications.builder_arguments import resolve_num_classes
 from keras_caps.applications.capsule_head import capsule_head_model
 from keras_caps.applications.compiling import builder_docstring
 from keras_caps.applications.efficient_capsnet.efficient_capsnet_presets import (  # noqa: E501
@@ -11,7 +12,6 @@ from keras_caps.applications.efficient_capsnet.efficient_capsnet_presets import 
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.image_inputs import input_scaling_layer
 from keras_caps.applications.model_family import ModelFamily
-from keras_caps.validation import check_positive_int
 
 
 @keras_caps_export("keras_caps.applications.EfficientCapsNet")
@@ -79,8 +79,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     preset = get_preset(dataset)
     input_shape = check_image_shape(input_shape, preset["input_shape"])
     _check_stem_fits(dataset, preset, input_shape)
-    num_classes = (preset["num_classes"] if num_classes is None else
-                   check_positive_int("num_classes", num_classes))
+    num_classes = resolve_num_classes(num_classes, preset)
     num_objects = preset["num_objects"]
     if num_objects > num_classes:
         raise ValueError(

@@ -4,6 +4,8 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.builder_arguments import reject_reconstruction
+from keras_caps.applications.builder_arguments import resolve_num_classes
 from keras_caps.applications.compiling import builder_docstring
 from keras_caps.applications.compiling import compile_logits_classifier
 from keras_caps.applications.image_inputs import check_image_shape
@@ -105,23 +107,9 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
     check_choice("backbone", backbone, BACKBONES)
     num_iterations = check_positive_int("num_iterations", num_iterations)
     check_choice("schedule", schedule, SCHEDULES)
-    if not isinstance(reconstruction, bool):
-        raise TypeError(
-            "Received an invalid type for `reconstruction`, expected a "
-            f"bool. Received: reconstruction={reconstruction!r}")
-    if reconstruction:
-        raise ValueError(
-            "`InvertedAttentionCapsNet` has no decoder, so it cannot train "
-            "with a reconstruction loss. Pass `reconstruction=False` (with "
-            "`keras-caps train`, `--no-reconstruction`). Received: "
-            "reconstruction=True")
+    reject_reconstruction("InvertedAttentionCapsNet", reconstruction)
     input_shape = _check_input_shape(input_shape, preset)
-    num_classes = (preset["num_classes"] if num_classes is None else
-                   check_positive_int("num_classes", num_classes))
-    if num_classes < 2:
-        raise ValueError(
-            "Received an invalid value for `num_classes`, expected an "
-            f"integer of at least 2. Received: num_classes={num_classes}")
+    num_classes = resolve_num_classes(num_classes, preset, minimum=2)
 
     # === Layers and functional model ===
     images = keras.Input(input_shape, name="image")

@@ -2,6 +2,8 @@ import keras
 
 from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.builder_arguments import reject_reconstruction
+from keras_caps.applications.builder_arguments import resolve_num_classes
 from keras_caps.applications.compiling import builder_docstring
 from keras_caps.applications.compiling import compile_logits_classifier
 from keras_caps.applications.image_inputs import check_image_shape
@@ -10,7 +12,6 @@ from keras_caps.applications.model_family import ModelFamily
 from keras_caps.applications.vector_routing_capsnet.vector_routing_capsnet_presets import (  # noqa: E501
     VECTOR_ROUTING_CAPSNET_PRESETS,
 )
-from keras_caps.validation import check_positive_int
 
 _LAYER_NORM_EPSILON = 1e-5
 
@@ -83,23 +84,9 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
     - [Heinsen, 2022](https://arxiv.org/abs/2211.11754)
     """
     preset = get_preset(dataset)
-    if not isinstance(reconstruction, bool):
-        raise TypeError(
-            "Received an invalid type for `reconstruction`, expected a "
-            f"bool. Received: reconstruction={reconstruction!r}")
-    if reconstruction:
-        raise ValueError(
-            "`VectorRoutingCapsNet` has no decoder, so it cannot train with "
-            "a reconstruction loss. Pass `reconstruction=False` (with "
-            "`keras-caps train`, `--no-reconstruction`). Received: "
-            "reconstruction=True")
+    reject_reconstruction("VectorRoutingCapsNet", reconstruction)
     input_shape = check_image_shape(input_shape, preset["input_shape"])
-    num_classes = (preset["num_classes"] if num_classes is None else
-                   check_positive_int("num_classes", num_classes))
-    if num_classes < 2:
-        raise ValueError(
-            "Received an invalid value for `num_classes`, expected an "
-            f"integer of at least 2. Received: num_classes={num_classes}")
+    num_classes = resolve_num_classes(num_classes, preset, minimum=2)
 
     # === Layers and functional model ===
     images = keras.Input(input_shape, name="image")
