@@ -8,6 +8,8 @@ from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_number
 from keras_caps.validation import check_positive_int
+from keras_caps.validation import get_regularizer_and_constraint
+from keras_caps.validation import serialize_regularizers_and_constraints
 
 POSES = ("matrix", "vector")
 
@@ -88,6 +90,10 @@ class InvertedAttentionRouting(keras.layers.Layer):
             `stddev = sqrt(num_capsules / (f * N * k * k))` with `f = s`
             for matrix poses and `f = D_in` for vector poses (`k = 1` in
             the fully-connected form).
+        kernel_regularizer: Regularizer for the vote transforms. Defaults
+            to `None`.
+        kernel_constraint: Constraint for the vote transforms. Defaults to
+            `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -123,7 +129,8 @@ class InvertedAttentionRouting(keras.layers.Layer):
 
     def __init__(self, num_capsules, capsule_dim, kernel_size=None, strides=1,
                  pose="matrix", num_iterations=2, dropout=0.0, epsilon=1e-5,
-                 kernel_initializer=None, **kwargs):
+                 kernel_initializer=None, kernel_regularizer=None,
+                 kernel_constraint=None, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         if kernel_size is not None:
@@ -164,6 +171,9 @@ class InvertedAttentionRouting(keras.layers.Layer):
         self.kernel_initializer = (
             None if kernel_initializer is None
             else keras.initializers.get(kernel_initializer))
+        self.kernel_regularizer, self.kernel_constraint = (
+            get_regularizer_and_constraint(
+                "kernel", kernel_regularizer, kernel_constraint))
         self._inverse_sqrt_dim = 1.0 / math.sqrt(capsule_dim)
         self._pose_side = math.isqrt(capsule_dim)
 
@@ -195,8 +205,10 @@ class InvertedAttentionRouting(keras.layers.Layer):
         if initializer is None:
             initializer = keras.initializers.RandomNormal(stddev=math.sqrt(
                 self.num_capsules / (fan * num_types * window[0] * window[1])))
-        self.kernel = self.add_weight(name="kernel", shape=kernel_shape,
-                                      initializer=initializer)
+        self.kernel = self.add_weight(
+            name="kernel", shape=kernel_shape, initializer=initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint)
         state_shape = (None, self._num_positions, self.num_capsules,
                        self.capsule_dim)
         if self.dropout > 0.0:
@@ -467,6 +479,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
                 None if self.kernel_initializer is None
                 else keras.initializers.serialize(self.kernel_initializer)),
         })
+        config.update(serialize_regularizers_and_constraints(self, ("kernel",)))
         return config
 
 

@@ -7,6 +7,8 @@ from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
+from keras_caps.validation import get_regularizer_and_constraint
+from keras_caps.validation import serialize_regularizers_and_constraints
 
 _LAYER_NORM_EPSILON = 1e-5
 
@@ -107,6 +109,14 @@ class VectorRouting(keras.layers.Layer):
             outputs. Defaults to `True`.
         memory_efficient: bool. Contract over inputs first and never build
             the vote tensor. Defaults to `True`.
+        kernel_regularizer: Regularizer for every weight but the biases
+            (`W_A, W_F1, W_F2, W_G1, W_G2, W_S`, `beta_use`, `beta_ign` or
+            the kernels of their dense maps). Defaults to `None`.
+        bias_regularizer: Regularizer for the biases (`B_A, B_F2, B_G2,
+            B_S` and the biases of the beta maps). Defaults to `None`.
+        kernel_constraint: Constraint for the same weights as
+            `kernel_regularizer`. Defaults to `None`.
+        bias_constraint: Constraint for the biases. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -146,7 +156,8 @@ class VectorRouting(keras.layers.Layer):
 
     def __init__(self, num_capsules, capsule_dim, num_inputs=None,
                  num_iterations=2, normalize=True, memory_efficient=True,
-                 **kwargs):
+                 kernel_regularizer=None, bias_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         if num_capsules < 2:
             raise ValueError(
@@ -166,6 +177,12 @@ class VectorRouting(keras.layers.Layer):
         self.num_iterations = num_iterations
         self.normalize = normalize
         self.memory_efficient = memory_efficient
+        self.kernel_regularizer, self.kernel_constraint = (
+            get_regularizer_and_constraint(
+                "kernel", kernel_regularizer, kernel_constraint))
+        self.bias_regularizer, self.bias_constraint = (
+            get_regularizer_and_constraint(
+                "bias", bias_regularizer, bias_constraint))
         self.supports_masking = True
         self.input_spec = keras.InputSpec(ndim=3)
 
@@ -177,45 +194,46 @@ class VectorRouting(keras.layers.Layer):
         def normal(stddev):
             return keras.initializers.RandomNormal(stddev=stddev)
 
-        self.score_kernel = self.add_weight(
-            name="score_kernel", shape=(num_rows, input_dim),
-            initializer=normal(2.0 / math.sqrt(input_dim)))
-        self.score_bias = self.add_weight(
-            name="score_bias", shape=(num_rows,), initializer="zeros")
-        self.vote_scale = self.add_weight(
-            name="vote_scale", shape=(num_outputs, input_dim),
-            initializer=normal(1.0))
-        self.vote_kernel = self.add_weight(
-            name="vote_kernel", shape=(input_dim, output_dim),
-            initializer=normal(2.0 / math.sqrt(input_dim)))
-        self.vote_bias = self.add_weight(
-            name="vote_bias", shape=(num_outputs, output_dim),
-            initializer="zeros")
+        def kernel(name, shape, initializer):
+            return self.add_weight(
+                name=name, shape=shape, initializer=initializer,
+                regularizer=self.kernel_regularizer,
+                constraint=self.kernel_constraint)
+
+        def bias(name, shape, initializer="zeros"):
+            return self.add_weight(
+                name=name, shape=shape, initializer=initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint)
+
+        self.score_kernel = kernel("score_kernel", (num_rows, input_dim),
+                                   normal(2.0 / math.sqrt(input_dim)))
+        self.score_bias = bias("score_bias", (num_rows,))
+        self.vote_scale = kernel("vote_scale", (num_outputs, input_dim),
+                                 normal(1.0))
+        self.vote_kernel = kernel("vote_kernel", (input_dim, output_dim),
+                                  normal(2.0 / math.sqrt(input_dim)))
+        self.vote_bias = bias("vote_bias", (num_outputs, output_dim))
         if self.num_iterations > 1:
             # G and S are used from the second E-step on; with a single
             # iteration they would never receive gradients.
-            self.prediction_kernel = self.add_weight(
-                name="prediction_kernel", shape=(output_dim, input_dim),
-                initializer=normal(1.0 / math.sqrt(output_dim)))
-            self.prediction_scale = self.add_weight(
-                name="prediction_scale", shape=(num_outputs, input_dim),
-                initializer=normal(1.0))
-            self.prediction_bias = self.add_weight(
-                name="prediction_bias", shape=(num_outputs, input_dim),
-                initializer="zeros")
-            self.similarity_scale = self.add_weight(
-                name="similarity_scale", shape=(num_rows, num_outputs),
-                initializer=normal(1.0 / math.sqrt(input_dim)))
-            self.similarity_bias = self.add_weight(
-                name="similarity_bias", shape=(num_rows, num_outputs),
-                initializer="zeros")
+            self.prediction_kernel = kernel(
+                "prediction_kernel", (output_dim, input_dim),
+                normal(1.0 / math.sqrt(output_dim)))
+            self.prediction_scale = kernel(
+                "prediction_scale", (num_outputs, input_dim), normal(1.0))
+            self.prediction_bias = bias(
+                "prediction_bias", (num_outputs, input_dim))
+            self.similarity_scale = kernel(
+                "similarity_scale", (num_rows, num_outputs),
+                normal(1.0 / math.sqrt(input_dim)))
+            self.similarity_bias = bias(
+                "similarity_bias", (num_rows, num_outputs))
         if self.num_inputs is not None:
-            self.use_benefit = self.add_weight(
-                name="use_benefit", shape=(self.num_inputs, num_outputs),
-                initializer=normal(1.0))
-            self.ignore_cost = self.add_weight(
-                name="ignore_cost", shape=(self.num_inputs, num_outputs),
-                initializer=normal(1.0))
+            self.use_benefit = kernel(
+                "use_benefit", (self.num_inputs, num_outputs), normal(1.0))
+            self.ignore_cost = kernel(
+                "ignore_cost", (self.num_inputs, num_outputs), normal(1.0))
         else:
             # PyTorch's `Linear` default, as in the reference.
             limit = 1.0 / math.sqrt(input_dim)
@@ -223,18 +241,14 @@ class VectorRouting(keras.layers.Layer):
             def uniform():
                 return keras.initializers.RandomUniform(-limit, limit)
 
-            self.use_benefit_kernel = self.add_weight(
-                name="use_benefit_kernel", shape=(input_dim, num_outputs),
-                initializer=uniform())
-            self.use_benefit_bias = self.add_weight(
-                name="use_benefit_bias", shape=(num_outputs,),
-                initializer=uniform())
-            self.ignore_cost_kernel = self.add_weight(
-                name="ignore_cost_kernel", shape=(input_dim, num_outputs),
-                initializer=uniform())
-            self.ignore_cost_bias = self.add_weight(
-                name="ignore_cost_bias", shape=(num_outputs,),
-                initializer=uniform())
+            self.use_benefit_kernel = kernel(
+                "use_benefit_kernel", (input_dim, num_outputs), uniform())
+            self.use_benefit_bias = bias(
+                "use_benefit_bias", (num_outputs,), uniform())
+            self.ignore_cost_kernel = kernel(
+                "ignore_cost_kernel", (input_dim, num_outputs), uniform())
+            self.ignore_cost_bias = bias(
+                "ignore_cost_bias", (num_outputs,), uniform())
         axes = {-1: input_dim}
         if self.num_inputs is not None:
             axes[-2] = self.num_inputs
@@ -434,6 +448,8 @@ class VectorRouting(keras.layers.Layer):
             "normalize": self.normalize,
             "memory_efficient": self.memory_efficient,
         })
+        config.update(
+            serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
 
 

@@ -10,6 +10,7 @@ from keras_caps.layers.conv_primary_caps import ConvPrimaryCaps
 from keras_caps.testing import TestCase
 from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import routing_reference
+from tests.layers.weight_options import check_regularizers_and_constraints
 
 # routing.md §1.4: DigitCaps 1152 x 8 -> 10 x 16, with and without the
 # official bias; PrimaryCaps 9x9 s2 on 20x20x256 -> 32 x 8; the MNIST CapsNet
@@ -249,6 +250,13 @@ class DynamicRoutingTest(TestCase):
             self.assertAllClose(loaded.serve(x), model(x), atol=1e-5,
                                 rtol=1e-5)
 
+    def test_regularizers_and_constraints(self):
+        check_regularizers_and_constraints(
+            self, DynamicRouting,
+            {"num_capsules": 3, "capsule_dim": 4, "use_bias": True},
+            np.random.default_rng(2).normal(size=(2, 5, 3)),
+            {"kernel": ["kernel"], "bias": ["bias"]})
+
 
 class ConvPrimaryCapsTest(TestCase):
     def test_layer(self):
@@ -316,3 +324,11 @@ class ConvPrimaryCapsTest(TestCase):
             layer(keras.KerasTensor((None, 5, 5)))
         with self.assertRaisesRegex(ValueError, "larger than.*Received: "):
             layer(keras.KerasTensor((None, 2, 5, 3)))
+
+    def test_regularizers_and_constraints(self):
+        check_regularizers_and_constraints(
+            self, ConvPrimaryCaps,
+            {"num_types": 2, "capsule_dim": 3, "kernel_size": 3,
+             "strides": 2},
+            np.random.default_rng(2).normal(size=(2, 5, 5, 4)),
+            {"kernel": ["conv.kernel"], "bias": ["bias"]})

@@ -9,6 +9,7 @@ from keras_caps.layers import InvertedAttentionRouting
 from keras_caps.layers import InvertedAttentionRoutingStack
 from keras_caps.testing import TestCase
 from tests.layers import inverted_attention_reference as reference
+from tests.layers.weight_options import check_regularizers_and_constraints
 
 # routing.md §2.6: the capsule part of the CIFAR ResNet-backbone models
 # (conv caps 3x3 s2 and 3x3 s1 on a 16x16 map of 32 primary types, then
@@ -497,6 +498,37 @@ class InvertedAttentionRoutingTest(TestCase):
             x = rng.normal(size=(batch, 7, 6, 2, 4)).astype("float32")
             self.assertAllClose(loaded.serve(x), model(x), atol=1e-5,
                                 rtol=1e-5)
+
+    @parameterized.named_parameters(
+        ("fully_connected", {}, (2, 6, 4)),
+        ("convolutional", {"kernel_size": 2}, (2, 3, 3, 2, 4)),
+    )
+    def test_regularizers_and_constraints(self, kwargs, input_shape):
+        check_regularizers_and_constraints(
+            self, InvertedAttentionRouting,
+            {"num_capsules": 3, "capsule_dim": 4, **kwargs},
+            np.random.default_rng(2).normal(size=input_shape),
+            {"kernel": ["kernel"]})
+
+    def test_stack_collects_its_layers_regularization_losses(self):
+        stack = InvertedAttentionRoutingStack([
+            InvertedAttentionRouting(
+                3, 4, kernel_size=2,
+                kernel_regularizer=keras.regularizers.L2(0.01)),
+            InvertedAttentionRouting(
+                2, 4, kernel_regularizer=keras.regularizers.L1(0.03)),
+        ])
+        stack(np.random.default_rng(3).normal(size=(2, 3, 3, 2, 4)))
+        bottom, top = (_numpy(layer.kernel).astype("float64")
+                       for layer in stack.layers)
+        self.assertAllClose(
+            sorted(float(_numpy(loss)) for loss in stack.losses),
+            sorted([0.01 * np.sum(bottom**2), 0.03 * np.sum(np.abs(top))]),
+            rtol=1e-5)
+        revived = InvertedAttentionRoutingStack.from_config(
+            stack.get_config())
+        self.assertIsInstance(revived.layers[1].kernel_regularizer,
+                              keras.regularizers.L1)
 
 
 def test_stack_rejects_a_child_built_for_another_shape():

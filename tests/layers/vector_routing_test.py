@@ -11,6 +11,7 @@ from keras_caps.ops import compose_credit_assignments
 from keras_caps.testing import TestCase
 from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import vector_routing_reference as reference
+from tests.layers.weight_options import check_regularizers_and_constraints
 
 # Paper symbol -> layer attribute.
 PAPER_NAMES = {
@@ -196,6 +197,29 @@ class VectorRoutingTest(TestCase):
                                                    num_iterations=1),
             run_mixed_precision_check=False,
         )
+
+    @parameterized.named_parameters(
+        ("fixed_length", NUM_INPUTS, [
+            "score_kernel", "vote_scale", "vote_kernel", "prediction_kernel",
+            "prediction_scale", "similarity_scale", "use_benefit",
+            "ignore_cost"], [
+            "score_bias", "vote_bias", "prediction_bias",
+            "similarity_bias"]),
+        ("variable_length", None, [
+            "score_kernel", "vote_scale", "vote_kernel", "prediction_kernel",
+            "prediction_scale", "similarity_scale", "use_benefit_kernel",
+            "ignore_cost_kernel"], [
+            "score_bias", "vote_bias", "prediction_bias", "similarity_bias",
+            "use_benefit_bias", "ignore_cost_bias"]),
+    )
+    def test_regularizers_and_constraints(self, num_inputs, kernels, biases):
+        check_regularizers_and_constraints(
+            self, VectorRouting,
+            {"num_capsules": NUM_OUTPUTS, "capsule_dim": OUTPUT_DIM,
+             "num_inputs": num_inputs},
+            np.random.default_rng(2).normal(
+                size=(BATCH, NUM_INPUTS, INPUT_DIM)),
+            {"kernel": kernels, "bias": biases})
 
     @parameterized.named_parameters(*REFERENCE_CASES)
     def test_matches_numpy_reference(self, num_iterations, length, masks):
