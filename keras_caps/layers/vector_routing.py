@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -129,12 +130,16 @@ class VectorRouting(keras.layers.Layer):
         routing_mask: Optional boolean tensor `(num_inputs, num_capsules)`
             or `(batch, num_inputs, num_capsules)`, True where input `i` may
             route to output `j`.
-        return_credit_assignments: bool. Also return the credit
-            assignments `phi` of the last iteration. Defaults to `False`.
+        return_couplings: bool. Also return the credit assignments `phi`
+            of the last iteration (this layer's routing weights; the same
+            flag as the other routing layers'). Defaults to `None`, i.e.
+            `False`.
+        return_credit_assignments: Deprecated alias of `return_couplings`;
+            using it warns with a `DeprecationWarning`.
 
     Returns:
         Tensor of shape `(batch, num_capsules, capsule_dim)`; with
-        `return_credit_assignments=True`, a tuple `(outputs, phi)` with
+        `return_couplings=True`, a tuple `(outputs, phi)` with
         `phi` of shape `(batch, num_inputs, num_capsules)`, zero for padded
         inputs and disallowed pairs. Compose the credit assignments of
         stacked routings with `keras_caps.ops.compose_credit_assignments`.
@@ -146,7 +151,7 @@ class VectorRouting(keras.layers.Layer):
     >>> tuple(layer(np.ones((2, 100, 16))).shape)
     (2, 4, 8)
     >>> outputs, phi = layer(np.ones((2, 30, 16)),
-    ...                      return_credit_assignments=True)
+    ...                      return_couplings=True)
     >>> tuple(phi.shape)
     (2, 30, 4)
 
@@ -255,7 +260,9 @@ class VectorRouting(keras.layers.Layer):
         self.input_spec = keras.InputSpec(ndim=3, axes=axes)
 
     def call(self, inputs, mask=None, routing_mask=None,
-             return_credit_assignments=False):
+             return_couplings=None, return_credit_assignments=None):
+        return_couplings = _return_couplings(return_couplings,
+                                             return_credit_assignments)
         self._check_masks(inputs.shape, mask, routing_mask)
         # b: batch, i: inputs, j: outputs (capsules),
         # d: input dim, h: output dim (capsule_dim)
@@ -329,7 +336,7 @@ class VectorRouting(keras.layers.Layer):
 
         if self.normalize:
             outputs = self._layer_norm(outputs)
-        if return_credit_assignments:
+        if return_couplings:
             return outputs, credit
         return outputs
 
@@ -423,11 +430,14 @@ class VectorRouting(keras.layers.Layer):
         return (input_shape[0], self.num_capsules, self.capsule_dim)
 
     def compute_output_spec(self, inputs, mask=None, routing_mask=None,
-                            return_credit_assignments=False):
+                            return_couplings=None,
+                            return_credit_assignments=None):
+        return_couplings = _return_couplings(return_couplings,
+                                             return_credit_assignments)
         self._check_masks(inputs.shape, mask, routing_mask)
         outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape),
                                     dtype=self.compute_dtype)
-        if not return_credit_assignments:
+        if not return_couplings:
             return outputs
         credit = keras.KerasTensor(
             (inputs.shape[0], inputs.shape[1], self.num_capsules),
@@ -452,6 +462,25 @@ class VectorRouting(keras.layers.Layer):
             serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
 
+
+
+def _return_couplings(return_couplings, return_credit_assignments):
+    """Resolves `return_couplings` and its deprecated alias to a bool."""
+    if return_credit_assignments is None:
+        return bool(return_couplings)
+    warnings.warn(
+        "`VectorRouting`'s call argument `return_credit_assignments` is "
+        "deprecated; pass `return_couplings` instead (same behaviour).",
+        DeprecationWarning, stacklevel=3)
+    if (return_couplings is not None
+            and bool(return_couplings) != bool(return_credit_assignments)):
+        raise ValueError(
+            "`return_couplings` and its deprecated alias "
+            "`return_credit_assignments` disagree; pass only "
+            "`return_couplings`. Received: "
+            f"return_couplings={return_couplings!r}, "
+            f"return_credit_assignments={return_credit_assignments!r}")
+    return bool(return_credit_assignments)
 
 
 def _check_bool_tensor(name, value):
