@@ -231,7 +231,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
 
     def call(self, inputs, parents=None, training=None,
              return_couplings=False):
-        votes = self._votes(inputs)  # lazy (b, x, j, i, z)
+        votes = self.votes(inputs)  # lazy (b, x, j, i, z)
         if parents is None:
             state, couplings = self._route(votes, None, training)
             for _ in range(self.num_iterations - 1):
@@ -252,57 +252,73 @@ class InvertedAttentionRouting(keras.layers.Layer):
                 dtype=ones.dtype)
         return outputs, self._public_couplings(couplings)
 
-    # --- Routing core, shared with `InvertedAttentionRoutingStack` -------
+    # --- Routing steps, public for `InvertedAttentionRoutingStack` ------
+
+    def votes(self, inputs):
+        """The votes of the child capsules `inputs`, for `route`.
+
+        Use `votes` and `route` to run the routing passes yourself, e.g. to
+        route several layers concurrently as `InvertedAttentionRoutingStack`
+        does; a plain call runs all `num_iterations` passes itself.
+
+        Args:
+            inputs: The child capsules, of the shape the layer was built
+                for (the layer must be built).
+
+        Returns:
+            An opaque votes object to pass to `route`, as many times as
+            needed. The `(batch, positions, num_capsules, children, d)`
+            votes are computed on the first agreement pass and kept; the
+            uniform first pass needs only their sum over the children,
+            which is computed without them (one matrix product, like a
+            convolution).
+        """
+        self._check_built_for(inputs.shape)
+        return _LazyVotes(self, self._windows(inputs))
+
+    def route(self, votes, parents=None, training=None):
+        """One routing pass: the new parent poses.
+
+        With `parents=None` this is the uniform first pass (couplings
+        `1 / num_capsules`); otherwise the couplings are the softmax over
+        the parents of the agreement between `parents` and the votes. Then
+        the parents are the LayerNorm of the weighted sums of the votes
+        (after dropout when `training`).
+
+        Args:
+            votes: What `votes(inputs)` returned.
+            parents: `None`, or the current parent poses, of the layer's
+                output shape.
+            training: bool. Whether dropout is active.
+
+        Returns:
+            The new parent poses, of the layer's output shape, in the dtype
+            of the votes.
+        """
+        if parents is not None:
+            self._check_parents_shape(parents.shape,
+                                      self._built_input_shape())
+            parents = self._to_state(ops.cast(parents, votes.dtype))
+        state, _ = self._route(votes, parents, training)
+        return self._from_state(state)
+
+    # --- Routing core ----------------------------------------------------
     # Inside, states and votes put the output positions x on one axis:
     # b: batch, x: output positions (1 in the fully-connected form),
     # i: children of a window (k * k * N), j: parents (num_capsules),
     # s: pose side, a: input dim, z: output dim (capsule_dim).
 
-    def _votes(self, inputs):
-        """The votes of `inputs`, materialised only when first needed.
-
-        A pass with uniform couplings needs only the sum of the votes over
-        the children, which `_uniform_sum` computes straight from the
-        children and the kernel (a single matrix product, like a
-        convolution) without the `(b, x, j, i, z)` votes; with two
-        concurrent iterations the convolutional layers of a stack never
-        need more (routing.md §2.8 item 7).
-        """
-        return _LazyVotes(self, self._windows(inputs))
-
-    def _materialize_votes(self, children):
-        num_positions, num_children = self._num_positions, self._num_children
-        kernel = ops.cast(self.kernel, children.dtype)
-        if self.pose == "matrix":
-            side = self._pose_side
-            children = ops.reshape(
-                children, (-1, num_positions, num_children, side, side))
-            kernel = ops.reshape(
-                kernel, (num_children, side, side, self.num_capsules))
-            # (b, x, j, i, s, s): pose[i] @ kernel[i, :, :, j], with
-            # r, k, t indexing the s x s matrices.
-            votes = ops.einsum("bxirk,iktj->bxjirt", children, kernel)
-        else:
-            kernel = ops.reshape(
-                kernel, (num_children, -1, self.num_capsules,
-                         self.capsule_dim))
-            votes = ops.einsum("bxia,iajz->bxjiz", children, kernel)
-        # (b, x, j, i, z): both routing contractions below are batched
-        # matrix products over (b, x, j) that read the votes in place.
-        return ops.reshape(votes, (-1, num_positions, self.num_capsules,
-                                   num_children, self.capsule_dim))
-
     def _route(self, votes, parents, training=None):
         """One pass: `(new parents (b, x, j, z), couplings (b, x, j, i))`.
 
         `parents=None` is the uniform first pass; its couplings are `None`.
-        `votes` is what `_votes` returns.
+        `votes` is what `votes` returns.
         """
         dtype = votes.dtype
         if parents is None:
             couplings = None
-            weighted = self._uniform_sum(votes.children) * (
-                1.0 / self.num_capsules)
+            weighted = self._contract_votes(votes.children, over_children=True)
+            weighted = weighted * (1.0 / self.num_capsules)
         else:
             votes = votes.tensor()
             # (b, x, j, i, z) @ (b, x, j, z, 1) -> (b, x, j, i)
@@ -319,8 +335,14 @@ class InvertedAttentionRouting(keras.layers.Layer):
             weighted = ops.cast(self.layer_norm(weighted), dtype)
         return weighted, couplings
 
-    def _uniform_sum(self, children):
-        """`sum_i votes[b, x, j, i]` without the votes: `(b, x, j, z)`."""
+    def _contract_votes(self, children, over_children=False):
+        """The votes `(b, x, j, i, z)` of `children` `(b, x, i, a)`.
+
+        With `over_children=True`, their sum over the children `(b, x, j,
+        z)`, computed without the votes: a single matrix product that
+        contracts the children with the pose (a convolution over the
+        window).
+        """
         num_positions, num_children = self._num_positions, self._num_children
         kernel = ops.cast(self.kernel, children.dtype)
         if self.pose == "matrix":
@@ -329,16 +351,22 @@ class InvertedAttentionRouting(keras.layers.Layer):
                 children, (-1, num_positions, num_children, side, side))
             kernel = ops.reshape(
                 kernel, (num_children, side, side, self.num_capsules))
-            # sum_i pose[i] @ kernel[i, :, :, j]: one matrix product
-            # contracting (i, k), i.e. a convolution over the window.
-            total = ops.einsum("bxirk,iktj->bxjrt", children, kernel)
+            # pose[i] @ kernel[i, :, :, j], with r, k, t indexing the
+            # s x s matrices: (b, x, j, i, s, s) or, summed, (b, x, j, s, s).
+            equation = ("bxirk,iktj->bxjrt" if over_children
+                        else "bxirk,iktj->bxjirt")
         else:
             kernel = ops.reshape(
                 kernel, (num_children, -1, self.num_capsules,
                          self.capsule_dim))
-            total = ops.einsum("bxia,iajz->bxjz", children, kernel)
-        return ops.reshape(total, (-1, num_positions, self.num_capsules,
-                                   self.capsule_dim))
+            equation = ("bxia,iajz->bxjz" if over_children
+                        else "bxia,iajz->bxjiz")
+        votes = ops.einsum(equation, children, kernel)
+        # (b, x, j, i, z): both routing contractions in `_route` are batched
+        # matrix products over (b, x, j) that read the votes in place.
+        children_axis = () if over_children else (num_children,)
+        return ops.reshape(votes, (-1, num_positions, self.num_capsules,
+                                   *children_axis, self.capsule_dim))
 
     def _windows(self, inputs):
         """Children per output position: `(b, x, i, a)`, i = (p, q, type)."""
@@ -373,6 +401,14 @@ class InvertedAttentionRouting(keras.layers.Layer):
         return ops.reshape(couplings, (
             -1, out_height, out_width, self.num_capsules, *self.kernel_size,
             self._num_children // math.prod(self.kernel_size)))
+
+    def _check_built_for(self, input_shape):
+        built = self._built_input_shape()
+        if tuple(input_shape[1:]) != built[1:]:
+            raise ValueError(
+                f"`{type(self).__name__}` {self.name!r} was already built "
+                f"for inputs of shape {built}. Received: "
+                f"input_shape={tuple(input_shape)}")
 
     def _built_input_shape(self):
         return (None,) + tuple(
@@ -498,5 +534,5 @@ class _LazyVotes:
 
     def tensor(self):
         if self._tensor is None:
-            self._tensor = self.layer._materialize_votes(self.children)
+            self._tensor = self.layer._contract_votes(self.children)
         return self._tensor

@@ -188,6 +188,34 @@ class InvertedAttentionRoutingTest(TestCase):
         self.assertAllClose(layer(poses, parents=parents), expected,
                             atol=1e-4, rtol=1e-4)
 
+    @parameterized.named_parameters(
+        ("fully_connected", {}, (2, 6, 4)),
+        ("convolutional", {"kernel_size": 2, "strides": 2},
+         (2, 5, 5, 2, 4)),
+    )
+    def test_public_routing_steps_match_numpy_reference(self, kwargs,
+                                                        input_shape):
+        rng = np.random.default_rng(11)
+        poses = rng.normal(size=input_shape).astype("float32")
+        layer = InvertedAttentionRouting(3, 4, **kwargs)
+        layer.build(poses.shape)
+        ref = _hand_set(layer, rng)
+        votes = layer.votes(poses)
+        first = layer.route(votes)
+        expected_first, _ = ref.step(poses.astype("float64"), None)
+        self.assertAllClose(first, expected_first, atol=1e-4, rtol=1e-4)
+        # Same votes, a second pass against the first pass's parents.
+        second = layer.route(votes, first)
+        expected_second, _ = ref.step(poses.astype("float64"),
+                                      _numpy(first).astype("float64"))
+        self.assertAllClose(second, expected_second, atol=1e-4, rtol=1e-4)
+        with self.assertRaisesRegex(
+                ValueError, "already built for inputs of shape .*Received: "
+                "input_shape="):
+            layer.votes(poses[:, 1:])
+        with self.assertRaisesRegex(ValueError, "expects `parents`"):
+            layer.route(votes, first[..., 1:, :])
+
     def test_routing_changes_outputs(self):
         # Guards the reference tests: each pass moves the outputs, and the
         # two schedules differ.
