@@ -1,11 +1,10 @@
 """Exact-match accuracy of multi-digit images: ExactMatchAccuracy."""
 
-import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.metrics.multi_digit_accuracy import _DigitAccuracy
 from keras_caps.metrics.multi_digit_accuracy import multi_digit_accuracy
-from keras_caps.validation import check_positive_int
 
 
 @keras_caps_export("keras_caps.metrics.exact_match_accuracy")
@@ -38,7 +37,7 @@ def exact_match_accuracy(y_true, y_pred, num_digits=2):
 
 
 @keras_caps_export("keras_caps.metrics.ExactMatchAccuracy")
-class ExactMatchAccuracy(keras.metrics.MeanMetricWrapper):
+class ExactMatchAccuracy(_DigitAccuracy):
     """Share of multi-digit images whose digits are all in the top scores.
 
     An image counts as correct only when its `num_digits` true classes are
@@ -64,15 +63,9 @@ class ExactMatchAccuracy(keras.metrics.MeanMetricWrapper):
     - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
     """
 
+    score_fn = staticmethod(exact_match_accuracy)
+
     def __init__(self, num_digits=2, name="exact_match_accuracy",
                  dtype=None):
-        num_digits = check_positive_int("num_digits", num_digits)
-        super().__init__(fn=exact_match_accuracy, name=name, dtype=dtype,
-                         num_digits=num_digits)
-        self.num_digits = num_digits
-        self._direction = "up"
-
-    def get_config(self):
-        return {"num_digits": self.num_digits, "name": self.name,
-                "dtype": self.dtype}
+        super().__init__(num_digits=num_digits, name=name, dtype=dtype)
 
