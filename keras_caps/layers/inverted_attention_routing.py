@@ -18,100 +18,57 @@ POSES = ("matrix", "vector")
 class InvertedAttentionRouting(keras.layers.Layer):
     """Capsule layer with inverted dot-product attention routing (Tsai et al.).
 
-    Every child capsule `i` votes for every parent capsule `j`. A vote's
-    weight is its agreement with the current parent pose, scaled by
-    `1 / sqrt(d)` and normalised with a softmax over the **parents**
-    ("inverted" attention: parents compete for each child). The parents are
-    the LayerNorm of the weighted sums of their votes; there is no squash
-    and no separate activation. The first pass has no parents yet and uses
-    uniform couplings `1 / num_capsules` (equivalent to zero parent poses).
+    Children vote for parents; a vote's weight is the softmax over the
+    **parents** of its agreement with the parent pose, and the parents are
+    the LayerNorm of their weighted votes. The first pass is uniform (Tsai
+    et al., 2020, Section 2 and Procedure 1):
 
     ```
     votes[i, j]     = pose[i] @ kernel[i, j]    # s x s matrices, or vectors
-    couplings[i, :] = 1 / num_capsules          # first pass
-    parents[j]      = LayerNorm(sum_i couplings[i, j] * votes[i, j])
+    parents[j]      = LayerNorm(sum_i votes[i, j] / num_capsules)
     repeat num_iterations - 1 times:
-        agreement[i, j] = <parents[j], votes[i, j]> / sqrt(d)
-        couplings[i, :] = softmax(agreement[i, :])              # over j
+        couplings[i, :] = softmax_j(<parents[j], votes[i, j]> / sqrt(d))
         parents[j]      = LayerNorm(sum_i couplings[i, j] * votes[i, j])
     ```
 
-    With `pose="matrix"` poses are `s x s` matrices stored flattened
-    (`capsule_dim = s * s`, row-major) and a vote is a matrix product, so
-    the input and output capsules have the same dimension; with
-    `pose="vector"` a vote is a `(D_in, capsule_dim)` linear map. The
-    LayerNorm (learned gain and bias, `epsilon`) runs over the flattened
-    `capsule_dim` entries and is skipped when `capsule_dim == 1`; dropout
-    (rate `dropout`) is applied before it during training.
-
-    **Fully-connected form** (`kernel_size=None`): the inputs are capsules
-    `(batch, N, D_in)`, or a capsule map `(batch, H, W, N, D_in)` whose
-    `H * W * N` capsules are all children (ordered `(h, w, type)`).
-
-    **Convolutional form** (`kernel_size` set): the inputs are a capsule map
-    `(batch, H, W, N, D_in)` (channels last: `N` capsule types at every
-    position) and the outputs a map `(batch, H', W', num_capsules,
-    capsule_dim)`, `H' = (H - k) // strides + 1` (no padding). The children
-    of the window at output position `(h', w')`, i.e. the capsules at
-    `(strides * h' + p, strides * w' + q)` for `p, q < k`, are routed to the
-    parents at `(h', w')` only. Each of the `k * k * N` offsets and types
-    has its own transform to each parent type, shared over positions, and
-    the softmax runs over the `num_capsules` parent types at that position;
-    a child inside several overlapping windows is routed independently in
-    each. The windows are `k * k` strided slices, so pose entries and
-    positions are never mixed (the first public commit's reshape bug).
-
-    Called without `parents`, the layer runs its own `num_iterations`
-    passes (sequential routing for this layer). Called with `parents`, it
-    runs one agreement step against them; `InvertedAttentionRoutingStack`
-    uses this to route several layers concurrently, as the paper does.
+    Shapes: `kernel_size=None` maps `(batch, N, D_in)` (or a capsule map
+    `(batch, H, W, N, D_in)`, all children) to `(batch, num_capsules, d)`;
+    `kernel_size=k` maps `(batch, H, W, N, D_in)` to `(batch, H', W',
+    num_capsules, d)`, `H' = (H - k) // strides + 1`, each `k x k` window
+    routing to the parents at its position. `votes` and `route` run single
+    passes (see `InvertedAttentionRoutingStack`). Details and derivations:
+    `docs/routing/inverted_attention_routing.md`.
 
     Args:
-        num_capsules: int. Number of parent capsules (parent capsule types
-            at each position in the convolutional form).
-        capsule_dim: int. Dimension `d` of each parent pose; a perfect
-            square with `pose="matrix"`.
-        kernel_size: `None` for the fully-connected form, or an int or a
-            tuple of 2 ints: the window of the convolutional form. Defaults
-            to `None`.
-        strides: int or tuple of 2 ints. Window strides of the
-            convolutional form; must be `1` in the fully-connected form.
+        num_capsules: int. Parent capsules (types, per position).
+        capsule_dim: int. Pose size `d`; a perfect square for matrix poses.
+        kernel_size: `None`, or an int or 2 ints: the window of the
+            convolutional form. Defaults to `None`.
+        strides: int or 2 ints. Window strides; `1` when fully connected.
             Defaults to `1`.
-        pose: str. `"matrix"` (`sqrt(d) x sqrt(d)` poses, the paper's) or
-            `"vector"`. Defaults to `"matrix"`.
-        num_iterations: int. Routing passes when called without `parents`,
-            counting the uniform first pass (`1` means no agreement-based
-            routing). Defaults to `2`, the paper's CIFAR runs.
-        dropout: float. Dropout rate on the weighted sums before the
-            LayerNorm. Defaults to `0.0`.
+        pose: str. `"matrix"` (the paper's) or `"vector"`. Matrix poses
+            need `D_in = d`. Defaults to `"matrix"`.
+        num_iterations: int. Passes, counting the uniform one. Defaults to
+            `2`, the paper's CIFAR runs.
+        dropout: float. Dropout before the LayerNorm. Defaults to `0.0`.
         epsilon: float. LayerNorm epsilon. Defaults to `1e-5`.
         kernel_initializer: Initializer for the vote transforms. Defaults
-            to `None`: `RandomNormal` with the official scale,
-            `stddev = sqrt(num_capsules / (f * N * k * k))` with `f = s`
-            for matrix poses and `f = D_in` for vector poses (`k = 1` in
-            the fully-connected form).
-        kernel_regularizer: Regularizer for the vote transforms. Defaults
-            to `None`.
-        kernel_constraint: Constraint for the vote transforms. Defaults to
-            `None`.
+            to `None`, the official `RandomNormal` scale.
+        kernel_regularizer: Regularizer for them. Defaults to `None`.
+        kernel_constraint: Constraint for them. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: The child capsules, see the two forms above.
-        parents: Optional tensor of the output shape: the current parent
-            poses. When given, one agreement step is run against them.
-            Defaults to `None` (run `num_iterations` passes).
+        inputs: The child capsules.
+        parents: Optional current parent poses, of the output shape: run
+            one agreement pass against them. Defaults to `None`.
         training: bool. Whether dropout is active.
-        return_couplings: bool. Also return the coupling coefficients of
-            the last pass. Defaults to `False`.
+        return_couplings: bool. Also return the last pass's couplings,
+            `(batch, num_capsules, children)` or `(batch, H', W',
+            num_capsules, k, k, N)`. Defaults to `False`.
 
     Returns:
-        Fully-connected form: a tensor `(batch, num_capsules, capsule_dim)`;
-        with `return_couplings=True`, a tuple `(outputs, couplings)` with
-        couplings `(batch, num_capsules, num_children)` (the layout of
-        `DynamicRouting`). Convolutional form: a tensor `(batch, H', W',
-        num_capsules, capsule_dim)`; couplings `(batch, H', W',
-        num_capsules, k, k, N)`. Couplings sum to 1 over `num_capsules`.
+        The parent poses, or `(poses, couplings)`.
 
     Example:
 
@@ -119,9 +76,6 @@ class InvertedAttentionRouting(keras.layers.Layer):
     ...     num_capsules=4, capsule_dim=4, kernel_size=3, strides=2)
     >>> tuple(layer(np.zeros((2, 7, 7, 3, 4))).shape)
     (2, 3, 3, 4, 4)
-    >>> layer = keras_caps.layers.InvertedAttentionRouting(10, 16)
-    >>> tuple(layer(np.zeros((2, 3, 3, 4, 16))).shape)
-    (2, 10, 16)
 
     Reference:
     - [Tsai et al., 2020](https://arxiv.org/abs/2002.04764)

@@ -26,12 +26,10 @@ class PrimaryCaps(keras.layers.Layer):
 
     The official code builds this as `Conv2D(F, K, groups=F)`; a depthwise
     convolution has the same `K*K*F + F` parameters and initial
-    distribution and is about twice as fast. When the window covers the
-    whole map (Efficient-CapsNet's 9x9 window on a 9x9 map) the layer
-    computes the single output position as a per-channel dot product, an
-    einsum whose gradients are much cheaper on CPUs than the depthwise
-    convolution's. Official kernels of shape `(K, K, 1, F)` load after a
-    reshape to `(K, K, F, 1)`.
+    distribution. When the window covers the whole map (Efficient-CapsNet's
+    9x9 window on a 9x9 map) the layer computes the single output position
+    as a per-channel dot product, an einsum with the same result. Official
+    kernels of shape `(K, K, 1, F)` load after a reshape to `(K, K, F, 1)`.
 
     Args:
         num_capsules: int. Number of primary capsules.

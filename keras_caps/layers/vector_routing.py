@@ -18,142 +18,66 @@ _LAYER_NORM_EPSILON = 1e-5
 class VectorRouting(keras.layers.Layer):
     """Heinsen's routing of a sequence of vectors to a set of output vectors.
 
-    Each input vector `i` has a share `g_i = sigmoid(a_i)` of data it may
-    contribute at all. Every output `j` proposes a vote `V[i, j]` for each
-    input and tries to predict the inputs from its own state; the inputs
-    then split their share between the outputs that predict them best. The
-    credit `phi[i, j]` that output `j` gives input `i` is its net benefit of
-    using the data minus its net cost of ignoring it, and the outputs are
-    the credit-weighted sums of the votes:
+    Each input `i` may contribute a share `g_i` of its data; each output
+    `j` votes `V[i, j]` for every input and predicts the inputs, and the
+    inputs split their share between the outputs that predict them best.
+    The credit `phi[i, j]` is the benefit of using the data minus the cost
+    of ignoring it (Heinsen, 2022, Algorithm 1):
 
     ```
-    x~    = x / sqrt(m)                    # m: number of present inputs
-    a     = sum_d x~[i, d] * W_A[i, d] + B_A[i]
-    g     = sigmoid(a)                     # zero where i may not route to j
+    x~ = x / sqrt(m);  g = sigmoid(x~ . W_A + B_A)    # m: present inputs
     for t in 1..num_iterations:
-      E:  R = uniform over allowed j                          if t == 1
-          x^   = (N(x_out) @ W_G1) * W_G2 + B_G2              (n_out, d_in)
-          S    = log_sigmoid((x @ x^.T) * W_S + B_S)          (n, n_out)
-          R    = softmax over allowed j of S                  if t > 1
+      E:  R = uniform if t == 1, else softmax_j(S(x, N(x_out)))
       D:  D_use = g * R;  D_ign = g - D_use
-      M:  phi   = beta_use * D_use - beta_ign * D_ign         (n, n_out)
-          V[i, j] = (x~[i] * W_F1[j]) @ W_F2 + B_F2[j]
-          x_out[j] = sum_i phi[i, j] * V[i, j]
-    x_out = N(x_out) if normalize      # N: LayerNorm, no affine, eps 1e-5
+      M:  phi = beta_use * D_use - beta_ign * D_ign            (n, n_out)
+          x_out[j] = sum_i phi[i, j] * ((x~[i] * W_F1[j]) @ W_F2 + B_F2[j])
+    x_out = N(x_out) if normalize          # N: LayerNorm without affine
     ```
 
-    `D_use + D_ign + (1 - g) = 1` for every pair: each input's data is
-    either used, ignored or unusable.
-
-    With `memory_efficient=True` (the default) the `(n, n_out, d_out)` vote
-    tensor is never built: because the votes are linear in `x~`, the
-    M-step contracts over the inputs first,
-
-    ```
-    x_out = ((phi.T @ x~) * W_F1) @ W_F2 + sum_i(phi)[:, None] * B_F2
-    ```
-
-    so memory is linear in the number of inputs, outputs and their sizes.
-    `memory_efficient=False` computes and keeps the vote tensor once before
-    the loop, as written in Algorithm 1; it gives the same results and is
-    meant for checking.
-
-    **Variable length.** With `num_inputs=None` the input count may differ
-    between calls (and be unknown in the graph): the per-position weights
-    `W_A, B_A, W_S, B_S` become one row shared by all positions, and
-    `beta_use`, `beta_ign` are computed from the inputs by two dense maps
-    (`d_in -> num_capsules`), so positions should be embedded in the inputs.
-
-    **Masks.** `routing_mask[..., i, j] = True` allows input `i` to route to
-    output `j` (the opposite polarity of the reference's mask, where True
-    means "ignored": pass `~reference_mask`). The Keras padding mask `mask`
-    (True = present) removes padded inputs entirely: they get `g = 0`, so
-    `phi = 0`, and `m` counts the present inputs of each example, so results
-    do not change with extra padding. A disallowed pair gets `g = 0` and
-    `R = 0`; an input with no allowed output gets `phi = 0` everywhere
-    (the reference returns NaN for every output in that case), and a fully
-    masked example gives finite outputs (zeros before normalisation). The
-    masked softmax is exact: it needs no large negative constants.
-
-    Weights (paper symbol: attribute, shape; `n` is `num_inputs`, or 1 when
-    it is `None`):
-
-    - `W_A, B_A`: `score_kernel (n, d_in)`, `score_bias (n,)`.
-    - `W_F1`: `vote_scale (num_capsules, d_in)`; `W_F2`: `vote_kernel
-      (d_in, capsule_dim)`; `B_F2`: `vote_bias (num_capsules, capsule_dim)`.
-    - `W_G1`: `prediction_kernel (capsule_dim, d_in)`; `W_G2, B_G2`:
-      `prediction_scale`, `prediction_bias`, `(num_capsules, d_in)` each.
-    - `W_S, B_S`: `similarity_scale`, `similarity_bias`, `(n, num_capsules)`.
-    - `beta_use, beta_ign`: `use_benefit`, `ignore_cost`,
-      `(num_inputs, num_capsules)`; for variable length `use_benefit_kernel
-      (d_in, num_capsules)`, `use_benefit_bias (num_capsules,)` and the same
-      for `ignore_cost`.
-
-    With `num_iterations=1` the E-step never uses G and S, so their five
-    weights are not created (the reference creates them unused).
-
-    Initialisers follow the reference: `W_A, W_F2 ~ N(0, 4 / d_in)`;
-    `W_F1, W_G2, beta ~ N(0, 1)`; `W_G1 ~ N(0, 1 / capsule_dim)`;
-    `W_S ~ N(0, 1 / d_in)`; biases zero; the variable-length beta maps
-    `U(-1/sqrt(d_in), 1/sqrt(d_in))` (kernel and bias).
+    Inputs `(batch, n, d_in)` map to outputs `(batch, num_capsules,
+    capsule_dim)`. `mask` (True = present) removes padded inputs and
+    `routing_mask` (True = may route) restricts pairs. Weight names, the
+    memory-efficient M-step, masks and variable length are explained in
+    `docs/routing/vector_routing.md`.
 
     Args:
-        num_capsules: int. Number of output vectors `n_out`, at least 2.
-        capsule_dim: int. Size of each output vector `d_out`. With
-            `capsule_dim=1` (e.g. a head that emits logits) `N` is the
-            identity.
-        num_inputs: int or `None`. Number of input vectors, fixed when the
-            layer is built; `None` for a variable number. Defaults to `None`.
-        num_iterations: int. Number of E-D-M iterations; 1 routes with the
-            uniform prior only. Defaults to `2`.
-        normalize: bool. Apply `N` (LayerNorm without affine) to the
-            outputs. Defaults to `True`.
-        memory_efficient: bool. Contract over inputs first and never build
-            the vote tensor. Defaults to `True`.
-        kernel_regularizer: Regularizer for every weight but the biases
-            (`W_A, W_F1, W_F2, W_G1, W_G2, W_S`, `beta_use`, `beta_ign` or
-            the kernels of their dense maps). Defaults to `None`.
-        bias_regularizer: Regularizer for the biases (`B_A, B_F2, B_G2,
-            B_S` and the biases of the beta maps). Defaults to `None`.
-        kernel_constraint: Constraint for the same weights as
-            `kernel_regularizer`. Defaults to `None`.
+        num_capsules: int. Number of output vectors, at least 2.
+        capsule_dim: int. Size of each output vector.
+        num_inputs: int or `None`. Fixed number of inputs, or `None` for a
+            variable number. Defaults to `None`.
+        num_iterations: int. E-D-M iterations. Defaults to `2`.
+        normalize: bool. Apply `N` to the outputs. Defaults to `True`.
+        memory_efficient: bool. Contract over the inputs first and never
+            build the vote tensor. Defaults to `True`.
+        kernel_regularizer: Regularizer for every weight but the biases.
+            Defaults to `None`.
+        bias_regularizer: Regularizer for the biases. Defaults to `None`.
+        kernel_constraint: Constraint for every weight but the biases.
+            Defaults to `None`.
         bias_constraint: Constraint for the biases. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: Tensor of shape `(batch, num_inputs, input_dim)`.
-        mask: Optional boolean tensor `(batch, num_inputs)`, True for the
-            inputs that are present (the Keras padding mask; filled in by
-            Keras from an `Embedding(mask_zero=True)` or `Masking` layer when
-            `inputs` is the only tensor argument, so pass it explicitly
-            together with `routing_mask`).
-        routing_mask: Optional boolean tensor `(num_inputs, num_capsules)`
-            or `(batch, num_inputs, num_capsules)`, True where input `i` may
-            route to output `j`.
-        return_couplings: bool. Also return the credit assignments `phi`
-            of the last iteration (this layer's routing weights; the same
-            flag as the other routing layers'). Defaults to `None`, i.e.
-            `False`.
-        return_credit_assignments: Deprecated alias of `return_couplings`;
-            using it warns with a `DeprecationWarning`.
+        mask: Optional boolean `(batch, num_inputs)`, True where present.
+        routing_mask: Optional boolean `(num_inputs, num_capsules)` or
+            `(batch, num_inputs, num_capsules)`, True where `i` may route
+            to `j`.
+        return_couplings: bool. Also return `phi` of the last iteration,
+            `(batch, num_inputs, num_capsules)`. Defaults to `None`
+            (`False`). `return_credit_assignments` is a deprecated alias.
 
     Returns:
-        Tensor of shape `(batch, num_capsules, capsule_dim)`; with
-        `return_couplings=True`, a tuple `(outputs, phi)` with
-        `phi` of shape `(batch, num_inputs, num_capsules)`, zero for padded
-        inputs and disallowed pairs. Compose the credit assignments of
-        stacked routings with `keras_caps.ops.compose_credit_assignments`.
+        The outputs, or `(outputs, phi)`; compose the `phi` of stacked
+        routings with `keras_caps.ops.compose_credit_assignments`.
 
     Example:
 
     >>> layer = keras_caps.layers.VectorRouting(num_capsules=4,
     ...                                         capsule_dim=8)
-    >>> tuple(layer(np.ones((2, 100, 16))).shape)
-    (2, 4, 8)
-    >>> outputs, phi = layer(np.ones((2, 30, 16)),
-    ...                      return_couplings=True)
-    >>> tuple(phi.shape)
-    (2, 30, 4)
+    >>> outputs, phi = layer(np.ones((2, 30, 16)), return_couplings=True)
+    >>> tuple(outputs.shape), tuple(phi.shape)
+    ((2, 4, 8), (2, 30, 4))
 
     Reference:
     - [Heinsen, 2022](https://arxiv.org/abs/2211.11754)

@@ -42,9 +42,11 @@ class ExactMatchAccuracy(_DigitAccuracy):
 
     An image counts as correct only when its `num_digits` true classes are
     exactly its `num_digits` highest predicted scores (for MultiMNIST: both
-    digits in the top 2), as in Sabour et al.'s official evaluation (spec
-    §10.2). Report it labelled "exact-match accuracy", next to the official
-    per-digit `MultiDigitAccuracy` (spec D6); it is never higher.
+    digits in the top 2), the criterion of Sabour et al. (2017, Section 6:
+    an image is classified correctly when both digits are in the two
+    most active digit capsules). Report it labelled "exact-match
+    accuracy", next to the per-digit `MultiDigitAccuracy`; it is never
+    higher.
 
     Args:
         num_digits: int. Digits per image. Defaults to `2`.

@@ -77,9 +77,10 @@ class MultiDigitAccuracy(_DigitAccuracy):
 
     For each image, the share of its `num_digits` true classes that are
     among the `num_digits` highest predicted scores, averaged over images:
-    the official Efficient-CapsNet `multiAccuracy` (spec §10.3). With two
-    digits an image scores 1, 0.5 or 0; report it labelled "per-digit
-    accuracy", next to `ExactMatchAccuracy` (spec D6).
+    the `multiAccuracy` of the official code of Mazzia et al. (2021), used
+    for their MultiMNIST results. With two digits an image scores 1, 0.5
+    or 0. Report it labelled "per-digit accuracy", next to the stricter
+    `ExactMatchAccuracy`: the two are different protocols.
 
     ```
     accuracy = mean over images of |top_k(y_pred) & top_k(y_true)| / k
