@@ -90,14 +90,19 @@ def get_constraint(name, value):
                     "'non_neg', keras.constraints.MaxNorm(3.0)")
 
 
-def get_regularizer_and_constraint(weight, regularizer, constraint):
-    """Resolves the `<weight>_regularizer` and `<weight>_constraint` args.
+def set_regularizers_and_constraints(layer, **weights):
+    """Resolves and stores a layer's weight regularizers and constraints.
 
-    Returns the pair `(regularizer, constraint)`, each `None` or a Keras
-    object, for a layer to store under the argument names.
+    Each keyword names a weight and gives its `(regularizer, constraint)`
+    arguments, e.g. `kernel=(kernel_regularizer, kernel_constraint)`; they
+    are checked, resolved and stored as `layer.kernel_regularizer` and
+    `layer.kernel_constraint`, each `None` or a Keras object.
     """
-    return (get_regularizer(f"{weight}_regularizer", regularizer),
-            get_constraint(f"{weight}_constraint", constraint))
+    for weight, (regularizer, constraint) in weights.items():
+        setattr(layer, f"{weight}_regularizer",
+                get_regularizer(f"{weight}_regularizer", regularizer))
+        setattr(layer, f"{weight}_constraint",
+                get_constraint(f"{weight}_constraint", constraint))
 
 
 def serialize_regularizers_and_constraints(layer, weights):

@@ -5,8 +5,8 @@ from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
-from keras_caps.validation import get_regularizer_and_constraint
 from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 
 @keras_caps_export("keras_caps.layers.DynamicRouting")
@@ -118,12 +118,9 @@ class DynamicRouting(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.kernel_regularizer, self.kernel_constraint = (
-            get_regularizer_and_constraint(
-                "kernel", kernel_regularizer, kernel_constraint))
-        self.bias_regularizer, self.bias_constraint = (
-            get_regularizer_and_constraint(
-                "bias", bias_regularizer, bias_constraint))
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint),
+            bias=(bias_regularizer, bias_constraint))
         self.input_spec = keras.InputSpec(ndim=3)
 
     def build(self, input_shape):

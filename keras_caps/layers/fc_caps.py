@@ -7,8 +7,8 @@ from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
-from keras_caps.validation import get_regularizer_and_constraint
 from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 AGREEMENT_SCALES = ("output_dim", "input_dim")
 
@@ -94,12 +94,9 @@ class FCCaps(keras.layers.Layer):
         self.agreement_scale = agreement_scale
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.prior_initializer = keras.initializers.get(prior_initializer)
-        self.kernel_regularizer, self.kernel_constraint = (
-            get_regularizer_and_constraint(
-                "kernel", kernel_regularizer, kernel_constraint))
-        self.prior_regularizer, self.prior_constraint = (
-            get_regularizer_and_constraint(
-                "prior", prior_regularizer, prior_constraint))
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint),
+            prior=(prior_regularizer, prior_constraint))
         self.input_spec = keras.InputSpec(ndim=3)
 
     def build(self, input_shape):

@@ -8,8 +8,8 @@ from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_number
 from keras_caps.validation import check_positive_int
-from keras_caps.validation import get_regularizer_and_constraint
 from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 POSES = ("matrix", "vector")
 
@@ -125,9 +125,8 @@ class InvertedAttentionRouting(keras.layers.Layer):
         self.kernel_initializer = (
             None if kernel_initializer is None
             else keras.initializers.get(kernel_initializer))
-        self.kernel_regularizer, self.kernel_constraint = (
-            get_regularizer_and_constraint(
-                "kernel", kernel_regularizer, kernel_constraint))
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint))
         self._inverse_sqrt_dim = 1.0 / math.sqrt(capsule_dim)
         self._pose_side = math.isqrt(capsule_dim)
 

@@ -8,8 +8,8 @@ from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
-from keras_caps.validation import get_regularizer_and_constraint
 from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 _LAYER_NORM_EPSILON = 1e-5
 
@@ -106,12 +106,9 @@ class VectorRouting(keras.layers.Layer):
         self.num_iterations = num_iterations
         self.normalize = normalize
         self.memory_efficient = memory_efficient
-        self.kernel_regularizer, self.kernel_constraint = (
-            get_regularizer_and_constraint(
-                "kernel", kernel_regularizer, kernel_constraint))
-        self.bias_regularizer, self.bias_constraint = (
-            get_regularizer_and_constraint(
-                "bias", bias_regularizer, bias_constraint))
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint),
+            bias=(bias_regularizer, bias_constraint))
         self.supports_masking = True
         self.input_spec = keras.InputSpec(ndim=3)
 
