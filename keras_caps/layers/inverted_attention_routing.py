@@ -356,6 +356,11 @@ class InvertedAttentionRouting(keras.layers.Layer):
             self._num_children // math.prod(self.kernel_size)))
 
     def _check_built_for(self, input_shape):
+        if not self.built:
+            raise ValueError(
+                f"`{type(self).__name__}` {self.name!r} must be built (by a "
+                "call or `build(input_shape)`) before `votes`. Received: "
+                f"input_shape={tuple(input_shape)}")
         built = self._built_input_shape()
         if tuple(input_shape[1:]) != built[1:]:
             raise ValueError(

@@ -143,6 +143,8 @@ class InvertedAttentionRoutingTest(TestCase):
             layer.votes(poses[:, 1:])
         with self.assertRaisesRegex(ValueError, "expects `parents`"):
             layer.route(votes, first[..., 1:, :])
+        with self.assertRaisesRegex(ValueError, "must be built"):
+            InvertedAttentionRouting(3, 4, **kwargs).votes(poses)
 
 
 
