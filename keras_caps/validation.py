@@ -1,10 +1,13 @@
 """Argument checks shared by the layers, losses and builders.
 
 Each check raises a Keras-style error that names the argument, says what
-was expected and ends with the received value.
+was expected and ends with the received value. The weight regularizer and
+constraint helpers at the end also resolve and serialize those arguments.
 """
 
 import numbers
+
+import keras
 
 
 def check_positive_int(name, value):
@@ -65,3 +68,63 @@ def check_choice(name, value, choices):
             f"Received an invalid value for `{name}`, expected one of "
             f"{list(choices)}. Received: {name}={value!r}")
     return value
+
+
+def get_regularizer(name, value):
+    """Resolves a weight regularizer with `keras.regularizers.get`.
+
+    Raises a `ValueError` naming the argument when Keras cannot interpret
+    `value`.
+    """
+    return _resolve(name, value, keras.regularizers.get, "regularizer",
+                    "'l2', keras.regularizers.L2(1e-4)")
+
+
+def get_constraint(name, value):
+    """Resolves a weight constraint with `keras.constraints.get`.
+
+    Raises a `ValueError` naming the argument when Keras cannot interpret
+    `value`.
+    """
+    return _resolve(name, value, keras.constraints.get, "constraint",
+                    "'non_neg', keras.constraints.MaxNorm(3.0)")
+
+
+def set_regularizers_and_constraints(layer, **weights):
+    """Resolves and stores a layer's weight regularizers and constraints.
+
+    Each keyword names a weight and gives its `(regularizer, constraint)`
+    arguments, e.g. `kernel=(kernel_regularizer, kernel_constraint)`; they
+    are checked, resolved and stored as `layer.kernel_regularizer` and
+    `layer.kernel_constraint`, each `None` or a Keras object.
+    """
+    for weight, (regularizer, constraint) in weights.items():
+        setattr(layer, f"{weight}_regularizer",
+                get_regularizer(f"{weight}_regularizer", regularizer))
+        setattr(layer, f"{weight}_constraint",
+                get_constraint(f"{weight}_constraint", constraint))
+
+
+def serialize_regularizers_and_constraints(layer, weights):
+    """The `get_config` entries of a layer's regularizers and constraints.
+
+    `weights` names the weights (e.g. `("kernel", "bias")`); the layer
+    stores them as `<weight>_regularizer` and `<weight>_constraint`.
+    """
+    config = {}
+    for weight in weights:
+        config[f"{weight}_regularizer"] = keras.regularizers.serialize(
+            getattr(layer, f"{weight}_regularizer"))
+        config[f"{weight}_constraint"] = keras.constraints.serialize(
+            getattr(layer, f"{weight}_constraint"))
+    return config
+
+
+def _resolve(name, value, get, kind, examples):
+    try:
+        return get(value)
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"Received an invalid value for `{name}`, expected None, a "
+            f"{kind} name, instance, config dict or callable (e.g. "
+            f"{examples}). Received: {name}={value!r}") from None

@@ -151,11 +151,11 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
             num_hidden_capsules, hidden_capsule_dim,
             num_inputs=None if index == 1 else num_hidden_capsules,
             num_iterations=num_iterations, name=f"routing_{index}")(
-                x, return_credit_assignments=True)
+                x, return_couplings=True)
     x, _ = layers.VectorRouting(
         num_classes, 1, num_inputs=num_hidden_capsules,
         num_iterations=num_iterations, dtype="float32",
-        name="class_routing")(x, return_credit_assignments=True)
+        name="class_routing")(x, return_couplings=True)
     logits = keras.layers.Reshape((num_classes,), dtype="float32",
                                   name="logits")(x)
     model = keras.Model(backbone.input, logits, name=name)

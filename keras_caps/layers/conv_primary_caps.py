@@ -7,6 +7,8 @@ from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_number
 from keras_caps.validation import check_positive_int
+from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 CAPSULE_ORDERS = ("position_major", "type_major")
 PADDINGS = ("valid", "same")
@@ -59,6 +61,12 @@ class ConvPrimaryCaps(keras.layers.Layer):
             Defaults to `"glorot_uniform"`.
         bias_initializer: Initializer for the `(num_types, capsule_dim)`
             bias. Defaults to `"zeros"`.
+        kernel_regularizer: Regularizer for the convolution kernel.
+            Defaults to `None`.
+        bias_regularizer: Regularizer for the bias. Defaults to `None`.
+        kernel_constraint: Constraint for the convolution kernel. Defaults
+            to `None`.
+        bias_constraint: Constraint for the bias. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -83,7 +91,9 @@ class ConvPrimaryCaps(keras.layers.Layer):
     def __init__(self, num_types, capsule_dim, kernel_size, strides=1,
                  padding="valid", scale=1.0, capsule_order="position_major",
                  squash="sabour", kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+                 bias_initializer="zeros", kernel_regularizer=None,
+                 bias_regularizer=None, kernel_constraint=None,
+                 bias_constraint=None, **kwargs):
         num_types = check_positive_int("num_types", num_types)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         kernel_size = check_int_pair("kernel_size", kernel_size)
@@ -103,6 +113,9 @@ class ConvPrimaryCaps(keras.layers.Layer):
         self.squash = squash
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint),
+            bias=(bias_regularizer, bias_constraint))
         self.input_spec = keras.InputSpec(ndim=4)
 
     def build(self, input_shape):
@@ -114,13 +127,17 @@ class ConvPrimaryCaps(keras.layers.Layer):
             padding=self.padding,
             use_bias=False,
             kernel_initializer=self.kernel_initializer,
+            kernel_regularizer=self.kernel_regularizer,
+            kernel_constraint=self.kernel_constraint,
             dtype=self.dtype_policy,
             name="conv",
         )
         self.conv.build(input_shape)
         self.bias = self.add_weight(
             name="bias", shape=(self.num_types, self.capsule_dim),
-            initializer=self.bias_initializer)
+            initializer=self.bias_initializer,
+            regularizer=self.bias_regularizer,
+            constraint=self.bias_constraint)
 
     def call(self, inputs):
         features = self.conv(inputs)  # (batch, h', w', types * dim)
@@ -195,4 +212,6 @@ class ConvPrimaryCaps(keras.layers.Layer):
             "bias_initializer":
                 keras.initializers.serialize(self.bias_initializer),
         })
+        config.update(
+            serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config

@@ -5,6 +5,8 @@ from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
+from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 
 @keras_caps_export("keras_caps.layers.DynamicRouting")
@@ -58,6 +60,12 @@ class DynamicRouting(keras.layers.Layer):
             `TruncatedNormal(stddev=0.1)`, as the official code.
         bias_initializer: Initializer for the bias. Defaults to
             `Constant(0.1)`, as the official code.
+        kernel_regularizer: Regularizer for the vote matrices. Defaults to
+            `None`.
+        bias_regularizer: Regularizer for the bias. Defaults to `None`.
+        kernel_constraint: Constraint for the vote matrices. Defaults to
+            `None`.
+        bias_constraint: Constraint for the bias. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -87,7 +95,9 @@ class DynamicRouting(keras.layers.Layer):
 
     def __init__(self, num_capsules, capsule_dim, num_iterations=3,
                  stop_inner_gradients=False, leaky=False, use_bias=False,
-                 kernel_initializer=None, bias_initializer=None, **kwargs):
+                 kernel_initializer=None, bias_initializer=None,
+                 kernel_regularizer=None, bias_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         num_iterations = check_positive_int("num_iterations", num_iterations)
@@ -108,6 +118,9 @@ class DynamicRouting(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint),
+            bias=(bias_regularizer, bias_constraint))
         self.input_spec = keras.InputSpec(ndim=3)
 
     def build(self, input_shape):
@@ -122,11 +135,15 @@ class DynamicRouting(keras.layers.Layer):
             name="kernel",
             shape=(num_inputs, input_dim, self.num_capsules,
                    self.capsule_dim),
-            initializer=self.kernel_initializer)
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint)
         if self.use_bias:
             self.bias = self.add_weight(
                 name="bias", shape=(self.num_capsules, self.capsule_dim),
-                initializer=self.bias_initializer)
+                initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint)
         else:
             self.bias = None
 
@@ -220,5 +237,7 @@ class DynamicRouting(keras.layers.Layer):
             "bias_initializer":
                 keras.initializers.serialize(self.bias_initializer),
         })
+        config.update(
+            serialize_regularizers_and_constraints(self, ('kernel', 'bias')))
         return config
 

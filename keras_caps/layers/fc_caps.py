@@ -7,6 +7,8 @@ from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
+from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 AGREEMENT_SCALES = ("output_dim", "input_dim")
 
@@ -46,6 +48,14 @@ class FCCaps(keras.layers.Layer):
             Defaults to `"he_normal"`.
         prior_initializer: Initializer for the additive routing prior, shape
             `(num_capsules, num_input_capsules, 1)`. Defaults to `"zeros"`.
+        kernel_regularizer: Regularizer for the vote matrices. Defaults to
+            `None`.
+        prior_regularizer: Regularizer for the routing prior. Defaults to
+            `None`.
+        kernel_constraint: Constraint for the vote matrices. Defaults to
+            `None`.
+        prior_constraint: Constraint for the routing prior. Defaults to
+            `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -73,7 +83,8 @@ class FCCaps(keras.layers.Layer):
 
     def __init__(self, num_capsules, capsule_dim, agreement_scale="output_dim",
                  kernel_initializer="he_normal", prior_initializer="zeros",
-                 **kwargs):
+                 kernel_regularizer=None, prior_regularizer=None,
+                 kernel_constraint=None, prior_constraint=None, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         check_choice("agreement_scale", agreement_scale, AGREEMENT_SCALES)
@@ -83,6 +94,9 @@ class FCCaps(keras.layers.Layer):
         self.agreement_scale = agreement_scale
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.prior_initializer = keras.initializers.get(prior_initializer)
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint),
+            prior=(prior_regularizer, prior_constraint))
         self.input_spec = keras.InputSpec(ndim=3)
 
     def build(self, input_shape):
@@ -96,11 +110,15 @@ class FCCaps(keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(self.num_capsules, num_inputs, input_dim, self.capsule_dim),
-            initializer=self.kernel_initializer)
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint)
         self.prior = self.add_weight(
             name="prior",
             shape=(self.num_capsules, num_inputs, 1),
-            initializer=self.prior_initializer)
+            initializer=self.prior_initializer,
+            regularizer=self.prior_regularizer,
+            constraint=self.prior_constraint)
         if self.agreement_scale == "output_dim":
             scale_dim = self.capsule_dim
         else:
@@ -161,4 +179,6 @@ class FCCaps(keras.layers.Layer):
             "prior_initializer":
                 keras.initializers.serialize(self.prior_initializer),
         })
+        config.update(
+            serialize_regularizers_and_constraints(self, ('kernel', 'prior')))
         return config

@@ -8,6 +8,8 @@ from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_number
 from keras_caps.validation import check_positive_int
+from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 POSES = ("matrix", "vector")
 
@@ -16,96 +18,57 @@ POSES = ("matrix", "vector")
 class InvertedAttentionRouting(keras.layers.Layer):
     """Capsule layer with inverted dot-product attention routing (Tsai et al.).
 
-    Every child capsule `i` votes for every parent capsule `j`. A vote's
-    weight is its agreement with the current parent pose, scaled by
-    `1 / sqrt(d)` and normalised with a softmax over the **parents**
-    ("inverted" attention: parents compete for each child). The parents are
-    the LayerNorm of the weighted sums of their votes; there is no squash
-    and no separate activation. The first pass has no parents yet and uses
-    uniform couplings `1 / num_capsules` (equivalent to zero parent poses).
+    Children vote for parents; a vote's weight is the softmax over the
+    **parents** of its agreement with the parent pose, and the parents are
+    the LayerNorm of their weighted votes. The first pass is uniform (Tsai
+    et al., 2020, Section 2 and Procedure 1):
 
     ```
     votes[i, j]     = pose[i] @ kernel[i, j]    # s x s matrices, or vectors
-    couplings[i, :] = 1 / num_capsules          # first pass
-    parents[j]      = LayerNorm(sum_i couplings[i, j] * votes[i, j])
+    parents[j]      = LayerNorm(sum_i votes[i, j] / num_capsules)
     repeat num_iterations - 1 times:
-        agreement[i, j] = <parents[j], votes[i, j]> / sqrt(d)
-        couplings[i, :] = softmax(agreement[i, :])              # over j
+        couplings[i, :] = softmax_j(<parents[j], votes[i, j]> / sqrt(d))
         parents[j]      = LayerNorm(sum_i couplings[i, j] * votes[i, j])
     ```
 
-    With `pose="matrix"` poses are `s x s` matrices stored flattened
-    (`capsule_dim = s * s`, row-major) and a vote is a matrix product, so
-    the input and output capsules have the same dimension; with
-    `pose="vector"` a vote is a `(D_in, capsule_dim)` linear map. The
-    LayerNorm (learned gain and bias, `epsilon`) runs over the flattened
-    `capsule_dim` entries and is skipped when `capsule_dim == 1`; dropout
-    (rate `dropout`) is applied before it during training.
-
-    **Fully-connected form** (`kernel_size=None`): the inputs are capsules
-    `(batch, N, D_in)`, or a capsule map `(batch, H, W, N, D_in)` whose
-    `H * W * N` capsules are all children (ordered `(h, w, type)`).
-
-    **Convolutional form** (`kernel_size` set): the inputs are a capsule map
-    `(batch, H, W, N, D_in)` (channels last: `N` capsule types at every
-    position) and the outputs a map `(batch, H', W', num_capsules,
-    capsule_dim)`, `H' = (H - k) // strides + 1` (no padding). The children
-    of the window at output position `(h', w')`, i.e. the capsules at
-    `(strides * h' + p, strides * w' + q)` for `p, q < k`, are routed to the
-    parents at `(h', w')` only. Each of the `k * k * N` offsets and types
-    has its own transform to each parent type, shared over positions, and
-    the softmax runs over the `num_capsules` parent types at that position;
-    a child inside several overlapping windows is routed independently in
-    each. The windows are `k * k` strided slices, so pose entries and
-    positions are never mixed (the first public commit's reshape bug).
-
-    Called without `parents`, the layer runs its own `num_iterations`
-    passes (sequential routing for this layer). Called with `parents`, it
-    runs one agreement step against them; `InvertedAttentionRoutingStack`
-    uses this to route several layers concurrently, as the paper does.
+    Shapes: `kernel_size=None` maps `(batch, N, D_in)` (or a capsule map
+    `(batch, H, W, N, D_in)`, all children) to `(batch, num_capsules, d)`;
+    `kernel_size=k` maps `(batch, H, W, N, D_in)` to `(batch, H', W',
+    num_capsules, d)`, `H' = (H - k) // strides + 1`, each `k x k` window
+    routing to the parents at its position. `votes` and `route` run single
+    passes (see `InvertedAttentionRoutingStack`). Details and derivations:
+    `docs/routing/inverted_attention_routing.md`.
 
     Args:
-        num_capsules: int. Number of parent capsules (parent capsule types
-            at each position in the convolutional form).
-        capsule_dim: int. Dimension `d` of each parent pose; a perfect
-            square with `pose="matrix"`.
-        kernel_size: `None` for the fully-connected form, or an int or a
-            tuple of 2 ints: the window of the convolutional form. Defaults
-            to `None`.
-        strides: int or tuple of 2 ints. Window strides of the
-            convolutional form; must be `1` in the fully-connected form.
+        num_capsules: int. Parent capsules (types, per position).
+        capsule_dim: int. Pose size `d`; a perfect square for matrix poses.
+        kernel_size: `None`, or an int or 2 ints: the window of the
+            convolutional form. Defaults to `None`.
+        strides: int or 2 ints. Window strides; `1` when fully connected.
             Defaults to `1`.
-        pose: str. `"matrix"` (`sqrt(d) x sqrt(d)` poses, the paper's) or
-            `"vector"`. Defaults to `"matrix"`.
-        num_iterations: int. Routing passes when called without `parents`,
-            counting the uniform first pass (`1` means no agreement-based
-            routing). Defaults to `2`, the paper's CIFAR runs.
-        dropout: float. Dropout rate on the weighted sums before the
-            LayerNorm. Defaults to `0.0`.
+        pose: str. `"matrix"` (the paper's) or `"vector"`. Matrix poses
+            need `D_in = d`. Defaults to `"matrix"`.
+        num_iterations: int. Passes, counting the uniform one. Defaults to
+            `2`, the paper's CIFAR runs.
+        dropout: float. Dropout before the LayerNorm. Defaults to `0.0`.
         epsilon: float. LayerNorm epsilon. Defaults to `1e-5`.
         kernel_initializer: Initializer for the vote transforms. Defaults
-            to `None`: `RandomNormal` with the official scale,
-            `stddev = sqrt(num_capsules / (f * N * k * k))` with `f = s`
-            for matrix poses and `f = D_in` for vector poses (`k = 1` in
-            the fully-connected form).
+            to `None`, the official `RandomNormal` scale.
+        kernel_regularizer: Regularizer for them. Defaults to `None`.
+        kernel_constraint: Constraint for them. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: The child capsules, see the two forms above.
-        parents: Optional tensor of the output shape: the current parent
-            poses. When given, one agreement step is run against them.
-            Defaults to `None` (run `num_iterations` passes).
+        inputs: The child capsules.
+        parents: Optional current parent poses, of the output shape: run
+            one agreement pass against them. Defaults to `None`.
         training: bool. Whether dropout is active.
-        return_couplings: bool. Also return the coupling coefficients of
-            the last pass. Defaults to `False`.
+        return_couplings: bool. Also return the last pass's couplings,
+            `(batch, num_capsules, children)` or `(batch, H', W',
+            num_capsules, k, k, N)`. Defaults to `False`.
 
     Returns:
-        Fully-connected form: a tensor `(batch, num_capsules, capsule_dim)`;
-        with `return_couplings=True`, a tuple `(outputs, couplings)` with
-        couplings `(batch, num_capsules, num_children)` (the layout of
-        `DynamicRouting`). Convolutional form: a tensor `(batch, H', W',
-        num_capsules, capsule_dim)`; couplings `(batch, H', W',
-        num_capsules, k, k, N)`. Couplings sum to 1 over `num_capsules`.
+        The parent poses, or `(poses, couplings)`.
 
     Example:
 
@@ -113,9 +76,6 @@ class InvertedAttentionRouting(keras.layers.Layer):
     ...     num_capsules=4, capsule_dim=4, kernel_size=3, strides=2)
     >>> tuple(layer(np.zeros((2, 7, 7, 3, 4))).shape)
     (2, 3, 3, 4, 4)
-    >>> layer = keras_caps.layers.InvertedAttentionRouting(10, 16)
-    >>> tuple(layer(np.zeros((2, 3, 3, 4, 16))).shape)
-    (2, 10, 16)
 
     Reference:
     - [Tsai et al., 2020](https://arxiv.org/abs/2002.04764)
@@ -123,7 +83,8 @@ class InvertedAttentionRouting(keras.layers.Layer):
 
     def __init__(self, num_capsules, capsule_dim, kernel_size=None, strides=1,
                  pose="matrix", num_iterations=2, dropout=0.0, epsilon=1e-5,
-                 kernel_initializer=None, **kwargs):
+                 kernel_initializer=None, kernel_regularizer=None,
+                 kernel_constraint=None, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         if kernel_size is not None:
@@ -164,6 +125,8 @@ class InvertedAttentionRouting(keras.layers.Layer):
         self.kernel_initializer = (
             None if kernel_initializer is None
             else keras.initializers.get(kernel_initializer))
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint))
         self._inverse_sqrt_dim = 1.0 / math.sqrt(capsule_dim)
         self._pose_side = math.isqrt(capsule_dim)
 
@@ -195,8 +158,10 @@ class InvertedAttentionRouting(keras.layers.Layer):
         if initializer is None:
             initializer = keras.initializers.RandomNormal(stddev=math.sqrt(
                 self.num_capsules / (fan * num_types * window[0] * window[1])))
-        self.kernel = self.add_weight(name="kernel", shape=kernel_shape,
-                                      initializer=initializer)
+        self.kernel = self.add_weight(
+            name="kernel", shape=kernel_shape, initializer=initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint)
         state_shape = (None, self._num_positions, self.num_capsules,
                        self.capsule_dim)
         if self.dropout > 0.0:
@@ -219,7 +184,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
 
     def call(self, inputs, parents=None, training=None,
              return_couplings=False):
-        votes = self._votes(inputs)  # lazy (b, x, j, i, z)
+        votes = self.votes(inputs)  # lazy (b, x, j, i, z)
         if parents is None:
             state, couplings = self._route(votes, None, training)
             for _ in range(self.num_iterations - 1):
@@ -240,57 +205,73 @@ class InvertedAttentionRouting(keras.layers.Layer):
                 dtype=ones.dtype)
         return outputs, self._public_couplings(couplings)
 
-    # --- Routing core, shared with `InvertedAttentionRoutingStack` -------
+    # --- Routing steps, public for `InvertedAttentionRoutingStack` ------
+
+    def votes(self, inputs):
+        """The votes of the child capsules `inputs`, for `route`.
+
+        Use `votes` and `route` to run the routing passes yourself, e.g. to
+        route several layers concurrently as `InvertedAttentionRoutingStack`
+        does; a plain call runs all `num_iterations` passes itself.
+
+        Args:
+            inputs: The child capsules, of the shape the layer was built
+                for (the layer must be built).
+
+        Returns:
+            An opaque votes object to pass to `route`, as many times as
+            needed. The `(batch, positions, num_capsules, children, d)`
+            votes are computed on the first agreement pass and kept; the
+            uniform first pass needs only their sum over the children,
+            which is computed without them (one matrix product, like a
+            convolution).
+        """
+        self._check_built_for(inputs.shape)
+        return _LazyVotes(self, self._windows(inputs))
+
+    def route(self, votes, parents=None, training=None):
+        """One routing pass: the new parent poses.
+
+        With `parents=None` this is the uniform first pass (couplings
+        `1 / num_capsules`); otherwise the couplings are the softmax over
+        the parents of the agreement between `parents` and the votes. Then
+        the parents are the LayerNorm of the weighted sums of the votes
+        (after dropout when `training`).
+
+        Args:
+            votes: What `votes(inputs)` returned.
+            parents: `None`, or the current parent poses, of the layer's
+                output shape.
+            training: bool. Whether dropout is active.
+
+        Returns:
+            The new parent poses, of the layer's output shape, in the dtype
+            of the votes.
+        """
+        if parents is not None:
+            self._check_parents_shape(parents.shape,
+                                      self._built_input_shape())
+            parents = self._to_state(ops.cast(parents, votes.dtype))
+        state, _ = self._route(votes, parents, training)
+        return self._from_state(state)
+
+    # --- Routing core ----------------------------------------------------
     # Inside, states and votes put the output positions x on one axis:
     # b: batch, x: output positions (1 in the fully-connected form),
     # i: children of a window (k * k * N), j: parents (num_capsules),
     # s: pose side, a: input dim, z: output dim (capsule_dim).
 
-    def _votes(self, inputs):
-        """The votes of `inputs`, materialised only when first needed.
-
-        A pass with uniform couplings needs only the sum of the votes over
-        the children, which `_uniform_sum` computes straight from the
-        children and the kernel (a single matrix product, like a
-        convolution) without the `(b, x, j, i, z)` votes; with two
-        concurrent iterations the convolutional layers of a stack never
-        need more (routing.md §2.8 item 7).
-        """
-        return _LazyVotes(self, self._windows(inputs))
-
-    def _materialize_votes(self, children):
-        num_positions, num_children = self._num_positions, self._num_children
-        kernel = ops.cast(self.kernel, children.dtype)
-        if self.pose == "matrix":
-            side = self._pose_side
-            children = ops.reshape(
-                children, (-1, num_positions, num_children, side, side))
-            kernel = ops.reshape(
-                kernel, (num_children, side, side, self.num_capsules))
-            # (b, x, j, i, s, s): pose[i] @ kernel[i, :, :, j], with
-            # r, k, t indexing the s x s matrices.
-            votes = ops.einsum("bxirk,iktj->bxjirt", children, kernel)
-        else:
-            kernel = ops.reshape(
-                kernel, (num_children, -1, self.num_capsules,
-                         self.capsule_dim))
-            votes = ops.einsum("bxia,iajz->bxjiz", children, kernel)
-        # (b, x, j, i, z): both routing contractions below are batched
-        # matrix products over (b, x, j) that read the votes in place.
-        return ops.reshape(votes, (-1, num_positions, self.num_capsules,
-                                   num_children, self.capsule_dim))
-
     def _route(self, votes, parents, training=None):
         """One pass: `(new parents (b, x, j, z), couplings (b, x, j, i))`.
 
         `parents=None` is the uniform first pass; its couplings are `None`.
-        `votes` is what `_votes` returns.
+        `votes` is what `votes` returns.
         """
         dtype = votes.dtype
         if parents is None:
             couplings = None
-            weighted = self._uniform_sum(votes.children) * (
-                1.0 / self.num_capsules)
+            weighted = self._contract_votes(votes.children, over_children=True)
+            weighted = weighted * (1.0 / self.num_capsules)
         else:
             votes = votes.tensor()
             # (b, x, j, i, z) @ (b, x, j, z, 1) -> (b, x, j, i)
@@ -307,8 +288,14 @@ class InvertedAttentionRouting(keras.layers.Layer):
             weighted = ops.cast(self.layer_norm(weighted), dtype)
         return weighted, couplings
 
-    def _uniform_sum(self, children):
-        """`sum_i votes[b, x, j, i]` without the votes: `(b, x, j, z)`."""
+    def _contract_votes(self, children, over_children=False):
+        """The votes `(b, x, j, i, z)` of `children` `(b, x, i, a)`.
+
+        With `over_children=True`, their sum over the children `(b, x, j,
+        z)`, computed without the votes: a single matrix product that
+        contracts the children with the pose (a convolution over the
+        window).
+        """
         num_positions, num_children = self._num_positions, self._num_children
         kernel = ops.cast(self.kernel, children.dtype)
         if self.pose == "matrix":
@@ -317,16 +304,22 @@ class InvertedAttentionRouting(keras.layers.Layer):
                 children, (-1, num_positions, num_children, side, side))
             kernel = ops.reshape(
                 kernel, (num_children, side, side, self.num_capsules))
-            # sum_i pose[i] @ kernel[i, :, :, j]: one matrix product
-            # contracting (i, k), i.e. a convolution over the window.
-            total = ops.einsum("bxirk,iktj->bxjrt", children, kernel)
+            # pose[i] @ kernel[i, :, :, j], with r, k, t indexing the
+            # s x s matrices: (b, x, j, i, s, s) or, summed, (b, x, j, s, s).
+            equation = ("bxirk,iktj->bxjrt" if over_children
+                        else "bxirk,iktj->bxjirt")
         else:
             kernel = ops.reshape(
                 kernel, (num_children, -1, self.num_capsules,
                          self.capsule_dim))
-            total = ops.einsum("bxia,iajz->bxjz", children, kernel)
-        return ops.reshape(total, (-1, num_positions, self.num_capsules,
-                                   self.capsule_dim))
+            equation = ("bxia,iajz->bxjz" if over_children
+                        else "bxia,iajz->bxjiz")
+        votes = ops.einsum(equation, children, kernel)
+        # (b, x, j, i, z): both routing contractions in `_route` are batched
+        # matrix products over (b, x, j) that read the votes in place.
+        children_axis = () if over_children else (num_children,)
+        return ops.reshape(votes, (-1, num_positions, self.num_capsules,
+                                   *children_axis, self.capsule_dim))
 
     def _windows(self, inputs):
         """Children per output position: `(b, x, i, a)`, i = (p, q, type)."""
@@ -361,6 +354,19 @@ class InvertedAttentionRouting(keras.layers.Layer):
         return ops.reshape(couplings, (
             -1, out_height, out_width, self.num_capsules, *self.kernel_size,
             self._num_children // math.prod(self.kernel_size)))
+
+    def _check_built_for(self, input_shape):
+        if not self.built:
+            raise ValueError(
+                f"`{type(self).__name__}` {self.name!r} must be built (by a "
+                "call or `build(input_shape)`) before `votes`. Received: "
+                f"input_shape={tuple(input_shape)}")
+        built = self._built_input_shape()
+        if tuple(input_shape[1:]) != built[1:]:
+            raise ValueError(
+                f"`{type(self).__name__}` {self.name!r} was already built "
+                f"for inputs of shape {built}. Received: "
+                f"input_shape={tuple(input_shape)}")
 
     def _built_input_shape(self):
         return (None,) + tuple(
@@ -467,6 +473,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
                 None if self.kernel_initializer is None
                 else keras.initializers.serialize(self.kernel_initializer)),
         })
+        config.update(serialize_regularizers_and_constraints(self, ("kernel",)))
         return config
 
 
@@ -485,5 +492,5 @@ class _LazyVotes:
 
     def tensor(self):
         if self._tensor is None:
-            self._tensor = self.layer._materialize_votes(self.children)
+            self._tensor = self.layer._contract_votes(self.children)
         return self._tensor

@@ -38,12 +38,13 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
     ```
 
     `step_L` is one pass of layer `L` (votes, agreement scaled by
-    `1 / sqrt(d)`, softmax over parents, weighted sum, LayerNorm); see
-    `InvertedAttentionRouting`. `num_iterations` counts the initialisation
-    pass (`1` means no agreement-based routing) and replaces each layer's
-    own `num_iterations`. Votes whose children do not change are computed
-    once, and the last concurrent pass only updates the top layer (the
-    others' updates would be unused); both leave the results unchanged.
+    `1 / sqrt(d)`, softmax over parents, weighted sum, LayerNorm): the
+    layer's `route`, on the votes from its `votes`. `num_iterations`
+    counts the initialisation pass (`1` means no agreement-based routing)
+    and replaces each layer's own `num_iterations`. Votes whose children
+    do not change are computed once, and the last concurrent pass only
+    updates the top layer (the others' updates would be unused); both
+    leave the results unchanged.
 
     Args:
         layers: list of `InvertedAttentionRouting` layers (or their
@@ -122,10 +123,12 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
             if not layer.built:
                 layer.build(shape)
                 continue
-            # The stack calls the layers' routing steps directly, past
-            # their input specs: check a layer built elsewhere here.
-            built = layer._built_input_shape()
-            if tuple(shape[1:]) != tuple(built[1:]):
+            # The stack calls the layers' routing steps, past their input
+            # specs: check a layer built elsewhere here, while building.
+            spec = layer.input_spec
+            built = (None,) + tuple(spec.axes[axis]
+                                    for axis in range(1, spec.ndim))
+            if tuple(shape[1:]) != built[1:]:
                 raise ValueError(
                     f"`{type(self).__name__}` feeds layers[{index}] "
                     f"({layer.name}) inputs of shape {tuple(shape)}, but "
@@ -138,37 +141,35 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
         if self.schedule == "sequential":
             poses = inputs
             for layer in layers:
-                votes = layer._votes(poses)
-                state, _ = layer._route(votes, None, training)
+                votes = layer.votes(poses)
+                parents = layer.route(votes, training=training)
                 for _ in range(self.num_iterations - 1):
-                    state, _ = layer._route(votes, state, training)
-                poses = ops.cast(layer._from_state(state), dtype)
+                    parents = layer.route(votes, parents, training=training)
+                poses = ops.cast(parents, dtype)
             return poses
-        # Concurrent: `states[L]` are layer L's parents (internal layout);
-        # `children[L]` its inputs, i.e. the previous layer's poses.
-        bottom_votes = layers[0]._votes(inputs)  # fixed during routing
-        states, children = [], [inputs]
+        # Concurrent: `parents[L]` are layer L's outputs; `children[L]` its
+        # inputs, i.e. the previous layer's outputs.
+        bottom_votes = layers[0].votes(inputs)  # fixed during routing
+        parents, children = [], [inputs]
         for index, layer in enumerate(layers):
-            votes = bottom_votes if index == 0 else layer._votes(
+            votes = bottom_votes if index == 0 else layer.votes(
                 children[index])
-            state, _ = layer._route(votes, None, training)
-            states.append(state)
-            children.append(ops.cast(layer._from_state(state), dtype))
+            parents.append(layer.route(votes, training=training))
+            children.append(ops.cast(parents[-1], dtype))
         for iteration in range(self.num_iterations - 1):
             is_last = iteration == self.num_iterations - 2
-            new_states = []
+            new_parents = []
             for index, layer in enumerate(layers):
                 if is_last and index < len(layers) - 1:
-                    new_states.append(states[index])  # never read again
+                    new_parents.append(parents[index])  # never read again
                     continue
-                votes = bottom_votes if index == 0 else layer._votes(
+                votes = bottom_votes if index == 0 else layer.votes(
                     children[index])
-                state, _ = layer._route(votes, states[index], training)
-                new_states.append(state)
-            states = new_states
-            children = [inputs] + [
-                ops.cast(layer._from_state(state), dtype)
-                for layer, state in zip(layers, states)]
+                new_parents.append(
+                    layer.route(votes, parents[index], training=training))
+            parents = new_parents
+            children = [inputs] + [ops.cast(poses, dtype)
+                                   for poses in parents]
         return children[-1]
 
     def _layer_input_shapes(self, input_shape):

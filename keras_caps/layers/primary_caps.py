@@ -6,6 +6,8 @@ from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_positive_int
+from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 
 @keras_caps_export("keras_caps.layers.PrimaryCaps")
@@ -24,12 +26,10 @@ class PrimaryCaps(keras.layers.Layer):
 
     The official code builds this as `Conv2D(F, K, groups=F)`; a depthwise
     convolution has the same `K*K*F + F` parameters and initial
-    distribution and is about twice as fast. When the window covers the
-    whole map (Efficient-CapsNet's 9x9 window on a 9x9 map) the layer
-    computes the single output position as a per-channel dot product, an
-    einsum whose gradients are much cheaper on CPUs than the depthwise
-    convolution's. Official kernels of shape `(K, K, 1, F)` load after a
-    reshape to `(K, K, F, 1)`.
+    distribution. When the window covers the whole map (Efficient-CapsNet's
+    9x9 window on a 9x9 map) the layer computes the single output position
+    as a per-channel dot product, an einsum with the same result. Official
+    kernels of shape `(K, K, 1, F)` load after a reshape to `(K, K, F, 1)`.
 
     Args:
         num_capsules: int. Number of primary capsules.
@@ -41,6 +41,12 @@ class PrimaryCaps(keras.layers.Layer):
         kernel_initializer: Initializer for the depthwise kernel. Defaults
             to `"glorot_uniform"`, as the official grouped convolution.
         bias_initializer: Initializer for the bias. Defaults to `"zeros"`.
+        kernel_regularizer: Regularizer for the depthwise kernel. Defaults
+            to `None`.
+        bias_regularizer: Regularizer for the bias. Defaults to `None`.
+        kernel_constraint: Constraint for the depthwise kernel. Defaults
+            to `None`.
+        bias_constraint: Constraint for the bias. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -64,7 +70,9 @@ class PrimaryCaps(keras.layers.Layer):
 
     def __init__(self, num_capsules, capsule_dim, kernel_size, strides=1,
                  squash="efficient", kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+                 bias_initializer="zeros", kernel_regularizer=None,
+                 bias_regularizer=None, kernel_constraint=None,
+                 bias_constraint=None, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         kernel_size = check_int_pair("kernel_size", kernel_size)
@@ -78,6 +86,9 @@ class PrimaryCaps(keras.layers.Layer):
         self.squash = squash
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint),
+            bias=(bias_regularizer, bias_constraint))
         self.input_spec = keras.InputSpec(ndim=4)
 
     def build(self, input_shape):
@@ -90,6 +101,10 @@ class PrimaryCaps(keras.layers.Layer):
             use_bias=True,
             depthwise_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
+            depthwise_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            depthwise_constraint=self.kernel_constraint,
+            bias_constraint=self.bias_constraint,
             dtype=self.dtype_policy,
             name="depthwise_conv",
         )
@@ -161,4 +176,6 @@ class PrimaryCaps(keras.layers.Layer):
             "bias_initializer":
                 keras.initializers.serialize(self.bias_initializer),
         })
+        config.update(
+            serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config

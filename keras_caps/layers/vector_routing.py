@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -7,6 +8,8 @@ from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
+from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
 
 _LAYER_NORM_EPSILON = 1e-5
 
@@ -15,130 +18,66 @@ _LAYER_NORM_EPSILON = 1e-5
 class VectorRouting(keras.layers.Layer):
     """Heinsen's routing of a sequence of vectors to a set of output vectors.
 
-    Each input vector `i` has a share `g_i = sigmoid(a_i)` of data it may
-    contribute at all. Every output `j` proposes a vote `V[i, j]` for each
-    input and tries to predict the inputs from its own state; the inputs
-    then split their share between the outputs that predict them best. The
-    credit `phi[i, j]` that output `j` gives input `i` is its net benefit of
-    using the data minus its net cost of ignoring it, and the outputs are
-    the credit-weighted sums of the votes:
+    Each input `i` may contribute a share `g_i` of its data; each output
+    `j` votes `V[i, j]` for every input and predicts the inputs, and the
+    inputs split their share between the outputs that predict them best.
+    The credit `phi[i, j]` is the benefit of using the data minus the cost
+    of ignoring it (Heinsen, 2022, Algorithm 1):
 
     ```
-    x~    = x / sqrt(m)                    # m: number of present inputs
-    a     = sum_d x~[i, d] * W_A[i, d] + B_A[i]
-    g     = sigmoid(a)                     # zero where i may not route to j
+    x~ = x / sqrt(m);  g = sigmoid(x~ . W_A + B_A)    # m: present inputs
     for t in 1..num_iterations:
-      E:  R = uniform over allowed j                          if t == 1
-          x^   = (N(x_out) @ W_G1) * W_G2 + B_G2              (n_out, d_in)
-          S    = log_sigmoid((x @ x^.T) * W_S + B_S)          (n, n_out)
-          R    = softmax over allowed j of S                  if t > 1
+      E:  R = uniform if t == 1, else softmax_j(S(x, N(x_out)))
       D:  D_use = g * R;  D_ign = g - D_use
-      M:  phi   = beta_use * D_use - beta_ign * D_ign         (n, n_out)
-          V[i, j] = (x~[i] * W_F1[j]) @ W_F2 + B_F2[j]
-          x_out[j] = sum_i phi[i, j] * V[i, j]
-    x_out = N(x_out) if normalize      # N: LayerNorm, no affine, eps 1e-5
+      M:  phi = beta_use * D_use - beta_ign * D_ign            (n, n_out)
+          x_out[j] = sum_i phi[i, j] * ((x~[i] * W_F1[j]) @ W_F2 + B_F2[j])
+    x_out = N(x_out) if normalize          # N: LayerNorm without affine
     ```
 
-    `D_use + D_ign + (1 - g) = 1` for every pair: each input's data is
-    either used, ignored or unusable.
-
-    With `memory_efficient=True` (the default) the `(n, n_out, d_out)` vote
-    tensor is never built: because the votes are linear in `x~`, the
-    M-step contracts over the inputs first,
-
-    ```
-    x_out = ((phi.T @ x~) * W_F1) @ W_F2 + sum_i(phi)[:, None] * B_F2
-    ```
-
-    so memory is linear in the number of inputs, outputs and their sizes.
-    `memory_efficient=False` computes and keeps the vote tensor once before
-    the loop, as written in Algorithm 1; it gives the same results and is
-    meant for checking.
-
-    **Variable length.** With `num_inputs=None` the input count may differ
-    between calls (and be unknown in the graph): the per-position weights
-    `W_A, B_A, W_S, B_S` become one row shared by all positions, and
-    `beta_use`, `beta_ign` are computed from the inputs by two dense maps
-    (`d_in -> num_capsules`), so positions should be embedded in the inputs.
-
-    **Masks.** `routing_mask[..., i, j] = True` allows input `i` to route to
-    output `j` (the opposite polarity of the reference's mask, where True
-    means "ignored": pass `~reference_mask`). The Keras padding mask `mask`
-    (True = present) removes padded inputs entirely: they get `g = 0`, so
-    `phi = 0`, and `m` counts the present inputs of each example, so results
-    do not change with extra padding. A disallowed pair gets `g = 0` and
-    `R = 0`; an input with no allowed output gets `phi = 0` everywhere
-    (the reference returns NaN for every output in that case), and a fully
-    masked example gives finite outputs (zeros before normalisation). The
-    masked softmax is exact: it needs no large negative constants.
-
-    Weights (paper symbol: attribute, shape; `n` is `num_inputs`, or 1 when
-    it is `None`):
-
-    - `W_A, B_A`: `score_kernel (n, d_in)`, `score_bias (n,)`.
-    - `W_F1`: `vote_scale (num_capsules, d_in)`; `W_F2`: `vote_kernel
-      (d_in, capsule_dim)`; `B_F2`: `vote_bias (num_capsules, capsule_dim)`.
-    - `W_G1`: `prediction_kernel (capsule_dim, d_in)`; `W_G2, B_G2`:
-      `prediction_scale`, `prediction_bias`, `(num_capsules, d_in)` each.
-    - `W_S, B_S`: `similarity_scale`, `similarity_bias`, `(n, num_capsules)`.
-    - `beta_use, beta_ign`: `use_benefit`, `ignore_cost`,
-      `(num_inputs, num_capsules)`; for variable length `use_benefit_kernel
-      (d_in, num_capsules)`, `use_benefit_bias (num_capsules,)` and the same
-      for `ignore_cost`.
-
-    With `num_iterations=1` the E-step never uses G and S, so their five
-    weights are not created (the reference creates them unused).
-
-    Initialisers follow the reference: `W_A, W_F2 ~ N(0, 4 / d_in)`;
-    `W_F1, W_G2, beta ~ N(0, 1)`; `W_G1 ~ N(0, 1 / capsule_dim)`;
-    `W_S ~ N(0, 1 / d_in)`; biases zero; the variable-length beta maps
-    `U(-1/sqrt(d_in), 1/sqrt(d_in))` (kernel and bias).
+    Inputs `(batch, n, d_in)` map to outputs `(batch, num_capsules,
+    capsule_dim)`. `mask` (True = present) removes padded inputs and
+    `routing_mask` (True = may route) restricts pairs. Weight names, the
+    memory-efficient M-step, masks and variable length are explained in
+    `docs/routing/vector_routing.md`.
 
     Args:
-        num_capsules: int. Number of output vectors `n_out`, at least 2.
-        capsule_dim: int. Size of each output vector `d_out`. With
-            `capsule_dim=1` (e.g. a head that emits logits) `N` is the
-            identity.
-        num_inputs: int or `None`. Number of input vectors, fixed when the
-            layer is built; `None` for a variable number. Defaults to `None`.
-        num_iterations: int. Number of E-D-M iterations; 1 routes with the
-            uniform prior only. Defaults to `2`.
-        normalize: bool. Apply `N` (LayerNorm without affine) to the
-            outputs. Defaults to `True`.
-        memory_efficient: bool. Contract over inputs first and never build
-            the vote tensor. Defaults to `True`.
+        num_capsules: int. Number of output vectors, at least 2.
+        capsule_dim: int. Size of each output vector.
+        num_inputs: int or `None`. Fixed number of inputs, or `None` for a
+            variable number. Defaults to `None`.
+        num_iterations: int. E-D-M iterations. Defaults to `2`.
+        normalize: bool. Apply `N` to the outputs. Defaults to `True`.
+        memory_efficient: bool. Contract over the inputs first and never
+            build the vote tensor. Defaults to `True`.
+        kernel_regularizer: Regularizer for every weight but the biases.
+            Defaults to `None`.
+        bias_regularizer: Regularizer for the biases. Defaults to `None`.
+        kernel_constraint: Constraint for every weight but the biases.
+            Defaults to `None`.
+        bias_constraint: Constraint for the biases. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: Tensor of shape `(batch, num_inputs, input_dim)`.
-        mask: Optional boolean tensor `(batch, num_inputs)`, True for the
-            inputs that are present (the Keras padding mask; filled in by
-            Keras from an `Embedding(mask_zero=True)` or `Masking` layer when
-            `inputs` is the only tensor argument, so pass it explicitly
-            together with `routing_mask`).
-        routing_mask: Optional boolean tensor `(num_inputs, num_capsules)`
-            or `(batch, num_inputs, num_capsules)`, True where input `i` may
-            route to output `j`.
-        return_credit_assignments: bool. Also return the credit
-            assignments `phi` of the last iteration. Defaults to `False`.
+        mask: Optional boolean `(batch, num_inputs)`, True where present.
+        routing_mask: Optional boolean `(num_inputs, num_capsules)` or
+            `(batch, num_inputs, num_capsules)`, True where `i` may route
+            to `j`.
+        return_couplings: bool. Also return `phi` of the last iteration,
+            `(batch, num_inputs, num_capsules)`. Defaults to `None`
+            (`False`). `return_credit_assignments` is a deprecated alias.
 
     Returns:
-        Tensor of shape `(batch, num_capsules, capsule_dim)`; with
-        `return_credit_assignments=True`, a tuple `(outputs, phi)` with
-        `phi` of shape `(batch, num_inputs, num_capsules)`, zero for padded
-        inputs and disallowed pairs. Compose the credit assignments of
-        stacked routings with `keras_caps.ops.compose_credit_assignments`.
+        The outputs, or `(outputs, phi)`; compose the `phi` of stacked
+        routings with `keras_caps.ops.compose_credit_assignments`.
 
     Example:
 
     >>> layer = keras_caps.layers.VectorRouting(num_capsules=4,
     ...                                         capsule_dim=8)
-    >>> tuple(layer(np.ones((2, 100, 16))).shape)
-    (2, 4, 8)
-    >>> outputs, phi = layer(np.ones((2, 30, 16)),
-    ...                      return_credit_assignments=True)
-    >>> tuple(phi.shape)
-    (2, 30, 4)
+    >>> outputs, phi = layer(np.ones((2, 30, 16)), return_couplings=True)
+    >>> tuple(outputs.shape), tuple(phi.shape)
+    ((2, 4, 8), (2, 30, 4))
 
     Reference:
     - [Heinsen, 2022](https://arxiv.org/abs/2211.11754)
@@ -146,7 +85,8 @@ class VectorRouting(keras.layers.Layer):
 
     def __init__(self, num_capsules, capsule_dim, num_inputs=None,
                  num_iterations=2, normalize=True, memory_efficient=True,
-                 **kwargs):
+                 kernel_regularizer=None, bias_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         if num_capsules < 2:
             raise ValueError(
@@ -166,6 +106,9 @@ class VectorRouting(keras.layers.Layer):
         self.num_iterations = num_iterations
         self.normalize = normalize
         self.memory_efficient = memory_efficient
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint),
+            bias=(bias_regularizer, bias_constraint))
         self.supports_masking = True
         self.input_spec = keras.InputSpec(ndim=3)
 
@@ -177,45 +120,46 @@ class VectorRouting(keras.layers.Layer):
         def normal(stddev):
             return keras.initializers.RandomNormal(stddev=stddev)
 
-        self.score_kernel = self.add_weight(
-            name="score_kernel", shape=(num_rows, input_dim),
-            initializer=normal(2.0 / math.sqrt(input_dim)))
-        self.score_bias = self.add_weight(
-            name="score_bias", shape=(num_rows,), initializer="zeros")
-        self.vote_scale = self.add_weight(
-            name="vote_scale", shape=(num_outputs, input_dim),
-            initializer=normal(1.0))
-        self.vote_kernel = self.add_weight(
-            name="vote_kernel", shape=(input_dim, output_dim),
-            initializer=normal(2.0 / math.sqrt(input_dim)))
-        self.vote_bias = self.add_weight(
-            name="vote_bias", shape=(num_outputs, output_dim),
-            initializer="zeros")
+        def kernel(name, shape, initializer):
+            return self.add_weight(
+                name=name, shape=shape, initializer=initializer,
+                regularizer=self.kernel_regularizer,
+                constraint=self.kernel_constraint)
+
+        def bias(name, shape, initializer="zeros"):
+            return self.add_weight(
+                name=name, shape=shape, initializer=initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint)
+
+        self.score_kernel = kernel("score_kernel", (num_rows, input_dim),
+                                   normal(2.0 / math.sqrt(input_dim)))
+        self.score_bias = bias("score_bias", (num_rows,))
+        self.vote_scale = kernel("vote_scale", (num_outputs, input_dim),
+                                 normal(1.0))
+        self.vote_kernel = kernel("vote_kernel", (input_dim, output_dim),
+                                  normal(2.0 / math.sqrt(input_dim)))
+        self.vote_bias = bias("vote_bias", (num_outputs, output_dim))
         if self.num_iterations > 1:
             # G and S are used from the second E-step on; with a single
             # iteration they would never receive gradients.
-            self.prediction_kernel = self.add_weight(
-                name="prediction_kernel", shape=(output_dim, input_dim),
-                initializer=normal(1.0 / math.sqrt(output_dim)))
-            self.prediction_scale = self.add_weight(
-                name="prediction_scale", shape=(num_outputs, input_dim),
-                initializer=normal(1.0))
-            self.prediction_bias = self.add_weight(
-                name="prediction_bias", shape=(num_outputs, input_dim),
-                initializer="zeros")
-            self.similarity_scale = self.add_weight(
-                name="similarity_scale", shape=(num_rows, num_outputs),
-                initializer=normal(1.0 / math.sqrt(input_dim)))
-            self.similarity_bias = self.add_weight(
-                name="similarity_bias", shape=(num_rows, num_outputs),
-                initializer="zeros")
+            self.prediction_kernel = kernel(
+                "prediction_kernel", (output_dim, input_dim),
+                normal(1.0 / math.sqrt(output_dim)))
+            self.prediction_scale = kernel(
+                "prediction_scale", (num_outputs, input_dim), normal(1.0))
+            self.prediction_bias = bias(
+                "prediction_bias", (num_outputs, input_dim))
+            self.similarity_scale = kernel(
+                "similarity_scale", (num_rows, num_outputs),
+                normal(1.0 / math.sqrt(input_dim)))
+            self.similarity_bias = bias(
+                "similarity_bias", (num_rows, num_outputs))
         if self.num_inputs is not None:
-            self.use_benefit = self.add_weight(
-                name="use_benefit", shape=(self.num_inputs, num_outputs),
-                initializer=normal(1.0))
-            self.ignore_cost = self.add_weight(
-                name="ignore_cost", shape=(self.num_inputs, num_outputs),
-                initializer=normal(1.0))
+            self.use_benefit = kernel(
+                "use_benefit", (self.num_inputs, num_outputs), normal(1.0))
+            self.ignore_cost = kernel(
+                "ignore_cost", (self.num_inputs, num_outputs), normal(1.0))
         else:
             # PyTorch's `Linear` default, as in the reference.
             limit = 1.0 / math.sqrt(input_dim)
@@ -223,25 +167,23 @@ class VectorRouting(keras.layers.Layer):
             def uniform():
                 return keras.initializers.RandomUniform(-limit, limit)
 
-            self.use_benefit_kernel = self.add_weight(
-                name="use_benefit_kernel", shape=(input_dim, num_outputs),
-                initializer=uniform())
-            self.use_benefit_bias = self.add_weight(
-                name="use_benefit_bias", shape=(num_outputs,),
-                initializer=uniform())
-            self.ignore_cost_kernel = self.add_weight(
-                name="ignore_cost_kernel", shape=(input_dim, num_outputs),
-                initializer=uniform())
-            self.ignore_cost_bias = self.add_weight(
-                name="ignore_cost_bias", shape=(num_outputs,),
-                initializer=uniform())
+            self.use_benefit_kernel = kernel(
+                "use_benefit_kernel", (input_dim, num_outputs), uniform())
+            self.use_benefit_bias = bias(
+                "use_benefit_bias", (num_outputs,), uniform())
+            self.ignore_cost_kernel = kernel(
+                "ignore_cost_kernel", (input_dim, num_outputs), uniform())
+            self.ignore_cost_bias = bias(
+                "ignore_cost_bias", (num_outputs,), uniform())
         axes = {-1: input_dim}
         if self.num_inputs is not None:
             axes[-2] = self.num_inputs
         self.input_spec = keras.InputSpec(ndim=3, axes=axes)
 
     def call(self, inputs, mask=None, routing_mask=None,
-             return_credit_assignments=False):
+             return_couplings=None, return_credit_assignments=None):
+        return_couplings = _return_couplings(return_couplings,
+                                             return_credit_assignments)
         self._check_masks(inputs.shape, mask, routing_mask)
         # b: batch, i: inputs, j: outputs (capsules),
         # d: input dim, h: output dim (capsule_dim)
@@ -315,7 +257,7 @@ class VectorRouting(keras.layers.Layer):
 
         if self.normalize:
             outputs = self._layer_norm(outputs)
-        if return_credit_assignments:
+        if return_couplings:
             return outputs, credit
         return outputs
 
@@ -409,11 +351,14 @@ class VectorRouting(keras.layers.Layer):
         return (input_shape[0], self.num_capsules, self.capsule_dim)
 
     def compute_output_spec(self, inputs, mask=None, routing_mask=None,
-                            return_credit_assignments=False):
+                            return_couplings=None,
+                            return_credit_assignments=None):
+        return_couplings = _return_couplings(return_couplings,
+                                             return_credit_assignments)
         self._check_masks(inputs.shape, mask, routing_mask)
         outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape),
                                     dtype=self.compute_dtype)
-        if not return_credit_assignments:
+        if not return_couplings:
             return outputs
         credit = keras.KerasTensor(
             (inputs.shape[0], inputs.shape[1], self.num_capsules),
@@ -434,8 +379,29 @@ class VectorRouting(keras.layers.Layer):
             "normalize": self.normalize,
             "memory_efficient": self.memory_efficient,
         })
+        config.update(
+            serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
 
+
+
+def _return_couplings(return_couplings, return_credit_assignments):
+    """Resolves `return_couplings` and its deprecated alias to a bool."""
+    if return_credit_assignments is None:
+        return bool(return_couplings)
+    warnings.warn(
+        "`VectorRouting`'s call argument `return_credit_assignments` is "
+        "deprecated; pass `return_couplings` instead (same behaviour).",
+        DeprecationWarning, stacklevel=3)
+    if (return_couplings is not None
+            and bool(return_couplings) != bool(return_credit_assignments)):
+        raise ValueError(
+            "`return_couplings` and its deprecated alias "
+            "`return_credit_assignments` disagree; pass only "
+            "`return_couplings`. Received: "
+            f"return_couplings={return_couplings!r}, "
+            f"return_credit_assignments={return_credit_assignments!r}")
+    return bool(return_credit_assignments)
 
 
 def _check_bool_tensor(name, value):

@@ -1,11 +1,10 @@
 """Exact-match accuracy of multi-digit images: ExactMatchAccuracy."""
 
-import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.metrics.multi_digit_accuracy import _DigitAccuracy
 from keras_caps.metrics.multi_digit_accuracy import multi_digit_accuracy
-from keras_caps.validation import check_positive_int
 
 
 @keras_caps_export("keras_caps.metrics.exact_match_accuracy")
@@ -38,14 +37,16 @@ def exact_match_accuracy(y_true, y_pred, num_digits=2):
 
 
 @keras_caps_export("keras_caps.metrics.ExactMatchAccuracy")
-class ExactMatchAccuracy(keras.metrics.MeanMetricWrapper):
+class ExactMatchAccuracy(_DigitAccuracy):
     """Share of multi-digit images whose digits are all in the top scores.
 
     An image counts as correct only when its `num_digits` true classes are
     exactly its `num_digits` highest predicted scores (for MultiMNIST: both
-    digits in the top 2), as in Sabour et al.'s official evaluation (spec
-    §10.2). Report it labelled "exact-match accuracy", next to the official
-    per-digit `MultiDigitAccuracy` (spec D6); it is never higher.
+    digits in the top 2), the criterion of Sabour et al. (2017, Section 6:
+    an image is classified correctly when both digits are in the two
+    most active digit capsules). Report it labelled "exact-match
+    accuracy", next to the per-digit `MultiDigitAccuracy`; it is never
+    higher.
 
     Args:
         num_digits: int. Digits per image. Defaults to `2`.
@@ -64,15 +65,9 @@ class ExactMatchAccuracy(keras.metrics.MeanMetricWrapper):
     - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
     """
 
+    score_fn = staticmethod(exact_match_accuracy)
+
     def __init__(self, num_digits=2, name="exact_match_accuracy",
                  dtype=None):
-        num_digits = check_positive_int("num_digits", num_digits)
-        super().__init__(fn=exact_match_accuracy, name=name, dtype=dtype,
-                         num_digits=num_digits)
-        self.num_digits = num_digits
-        self._direction = "up"
-
-    def get_config(self):
-        return {"num_digits": self.num_digits, "name": self.name,
-                "dtype": self.dtype}
+        super().__init__(num_digits=num_digits, name=name, dtype=dtype)
 

@@ -6,6 +6,7 @@ from keras_caps.layers import FCCaps
 from keras_caps.testing import TestCase
 from keras_caps.testing import value_and_gradients
 from tests.layers import reference
+from tests.layers.weight_options import check_regularizers_and_constraints
 
 
 class FCCapsTest(TestCase):
@@ -104,3 +105,9 @@ class FCCapsTest(TestCase):
     def test_build_checks_the_rank(self):
         with self.assertRaisesRegex(ValueError, "3-D input.*\\(None, 16\\)"):
             FCCaps(3, 4).build((None, 16))
+
+    def test_regularizers_and_constraints(self):
+        check_regularizers_and_constraints(
+            self, FCCaps, {"num_capsules": 3, "capsule_dim": 4},
+            np.random.default_rng(2).normal(size=(2, 5, 3)),
+            {"kernel": ["kernel"], "prior": ["prior"]})

@@ -6,6 +6,7 @@ from keras_caps.layers import PrimaryCaps
 from keras_caps.testing import TestCase
 from keras_caps.testing import value_and_gradients
 from tests.layers import reference
+from tests.layers.weight_options import check_regularizers_and_constraints
 
 
 class PrimaryCapsTest(TestCase):
@@ -141,3 +142,10 @@ class PrimaryCapsTest(TestCase):
                 "1x1x18 = 18"):
             layer(keras.KerasTensor((None, 3, 3, 18)))
 
+    def test_regularizers_and_constraints(self):
+        check_regularizers_and_constraints(
+            self, PrimaryCaps,
+            {"num_capsules": 4, "capsule_dim": 4, "kernel_size": 3},
+            np.random.default_rng(2).normal(size=(2, 3, 3, 16)),
+            {"kernel": ["depthwise_conv.kernel"],
+             "bias": ["depthwise_conv.bias"]})

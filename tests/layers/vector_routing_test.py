@@ -1,4 +1,5 @@
 import itertools
+import json
 import os
 
 import keras
@@ -11,6 +12,7 @@ from keras_caps.ops import compose_credit_assignments
 from keras_caps.testing import TestCase
 from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import vector_routing_reference as reference
+from tests.layers.weight_options import check_regularizers_and_constraints
 
 # Paper symbol -> layer attribute.
 PAPER_NAMES = {
@@ -197,6 +199,29 @@ class VectorRoutingTest(TestCase):
             run_mixed_precision_check=False,
         )
 
+    @parameterized.named_parameters(
+        ("fixed_length", NUM_INPUTS, [
+            "score_kernel", "vote_scale", "vote_kernel", "prediction_kernel",
+            "prediction_scale", "similarity_scale", "use_benefit",
+            "ignore_cost"], [
+            "score_bias", "vote_bias", "prediction_bias",
+            "similarity_bias"]),
+        ("variable_length", None, [
+            "score_kernel", "vote_scale", "vote_kernel", "prediction_kernel",
+            "prediction_scale", "similarity_scale", "use_benefit_kernel",
+            "ignore_cost_kernel"], [
+            "score_bias", "vote_bias", "prediction_bias", "similarity_bias",
+            "use_benefit_bias", "ignore_cost_bias"]),
+    )
+    def test_regularizers_and_constraints(self, num_inputs, kernels, biases):
+        check_regularizers_and_constraints(
+            self, VectorRouting,
+            {"num_capsules": NUM_OUTPUTS, "capsule_dim": OUTPUT_DIM,
+             "num_inputs": num_inputs},
+            np.random.default_rng(2).normal(
+                size=(BATCH, NUM_INPUTS, INPUT_DIM)),
+            {"kernel": kernels, "bias": biases})
+
     @parameterized.named_parameters(*REFERENCE_CASES)
     def test_matches_numpy_reference(self, num_iterations, length, masks):
         rng = np.random.default_rng(num_iterations)
@@ -214,7 +239,7 @@ class VectorRoutingTest(TestCase):
             layer = make_layer(weights, num_inputs,
                                num_iterations=num_iterations,
                                memory_efficient=memory_efficient)
-            outputs, credit = layer(x, return_credit_assignments=True,
+            outputs, credit = layer(x, return_couplings=True,
                                     **kwargs)
             self.assertEqual(tuple(credit.shape),
                              (BATCH, NUM_INPUTS, NUM_OUTPUTS))
@@ -264,7 +289,7 @@ class VectorRoutingTest(TestCase):
                                 "beta_ign": beta_ign}, NUM_INPUTS,
                                num_iterations=num_iterations)
             _, phi = layer(x, routing_mask=routing,
-                           return_credit_assignments=True)
+                           return_couplings=True)
             return keras.ops.convert_to_numpy(phi).astype("float64")
 
         used = credit(ones, 0 * ones)
@@ -294,12 +319,12 @@ class VectorRoutingTest(TestCase):
         weights = random_weights(rng, None)
         x = rng.normal(size=(BATCH, 5, INPUT_DIM)).astype("float32")
         layer = make_layer(weights, None)
-        outputs, credit = layer(x, return_credit_assignments=True)
+        outputs, credit = layer(x, return_couplings=True)
         padded = np.concatenate(
             [x, rng.normal(size=(BATCH, 2, INPUT_DIM)).astype("float32")], 1)
         mask = np.arange(NUM_INPUTS)[None].repeat(BATCH, 0) < 5
         padded_outputs, padded_credit = layer(
-            padded, mask=mask, return_credit_assignments=True)
+            padded, mask=mask, return_couplings=True)
         self.assertAllClose(padded_outputs, outputs, atol=1e-5, rtol=1e-5)
         self.assertAllClose(keras.ops.convert_to_numpy(padded_credit)[:, :5],
                             credit, atol=1e-5, rtol=1e-5)
@@ -315,7 +340,7 @@ class VectorRoutingTest(TestCase):
         causal = np.triu(np.ones((NUM_OUTPUTS, NUM_OUTPUTS), bool))
         layer = make_layer(weights, NUM_OUTPUTS, num_iterations=3)
         outputs, credit = layer(x, routing_mask=causal,
-                                return_credit_assignments=True)
+                                return_couplings=True)
         credit = keras.ops.convert_to_numpy(credit)
         self.assertAllClose(credit[:, ~causal], 0.0)
         expected, _ = reference_outputs(x, weights, 3, None, causal)
@@ -340,7 +365,7 @@ class VectorRoutingTest(TestCase):
             outputs, gradients = value_and_gradients(layer, x, **kwargs)
             self.assertAllFinite(outputs, f"outputs under {policy}")
             self.assertAllFinite(gradients, f"gradients under {policy}")
-            _, credit = layer(x, return_credit_assignments=True, **kwargs)
+            _, credit = layer(x, return_couplings=True, **kwargs)
             credit = np.asarray(keras.ops.convert_to_numpy(
                 keras.ops.cast(credit, "float32")))
             self.assertAllFinite(credit)
@@ -370,7 +395,7 @@ class VectorRoutingTest(TestCase):
     def test_symbolic_variable_length_and_credit(self):
         inputs = keras.Input((None, INPUT_DIM))
         outputs, credit = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM)(
-            inputs, return_credit_assignments=True)
+            inputs, return_couplings=True)
         self.assertEqual(tuple(outputs.shape), (None, NUM_OUTPUTS, OUTPUT_DIM))
         self.assertEqual(tuple(credit.shape), (None, None, NUM_OUTPUTS))
         model = keras.Model(inputs, [outputs, credit])
@@ -379,6 +404,48 @@ class VectorRoutingTest(TestCase):
             results = model(x)
             self.assertEqual(tuple(results[1].shape),
                              (2, length, NUM_OUTPUTS))
+
+    def test_deprecated_credit_assignments_alias(self):
+        layer = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM)
+        x = np.random.default_rng(5).normal(
+            size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
+        outputs, credit = layer(x, return_couplings=True)
+        for kwargs in ({"return_credit_assignments": True},
+                       {"return_credit_assignments": True,
+                        "return_couplings": True}):
+            with pytest.warns(DeprecationWarning,
+                              match="return_credit_assignments"):
+                old_outputs, old_credit = layer(x, **kwargs)
+            self.assertAllClose(old_outputs, outputs)
+            self.assertAllClose(old_credit, credit)
+        with pytest.warns(DeprecationWarning):
+            only_outputs = layer(x, return_credit_assignments=False)
+        self.assertAllClose(only_outputs, outputs)
+        with pytest.warns(DeprecationWarning), self.assertRaisesRegex(
+                ValueError, "disagree.*Received: return_couplings=False, "
+                "return_credit_assignments=True"):
+            layer(x, return_couplings=False, return_credit_assignments=True)
+
+    def test_config_saved_with_the_deprecated_alias_loads(self):
+        inputs = keras.Input((NUM_INPUTS, INPUT_DIM))
+        outputs = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM, name="routing")(
+            inputs, return_couplings=True)
+        model = keras.Model(inputs, outputs)
+        # A model saved before the rename stored the old call argument.
+        config = json.dumps(model.get_config())
+        self.assertIn('"return_couplings": true', config)
+        old_config = json.loads(config.replace(
+            '"return_couplings": true', '"return_credit_assignments": true'))
+        with pytest.warns(DeprecationWarning,
+                          match="return_credit_assignments"):
+            restored = keras.Model.from_config(old_config)
+        restored.set_weights(model.get_weights())
+        x = np.random.default_rng(6).normal(
+            size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
+        with pytest.warns(DeprecationWarning):
+            actual = restored(x)
+        for got, expected in zip(actual, model(x), strict=True):
+            self.assertAllClose(got, expected)
 
     def test_keras_padding_mask_from_embedding(self):
         tokens = np.array([[3, 1, 4, 0, 0], [2, 7, 1, 8, 2]])
@@ -433,8 +500,8 @@ class VectorRoutingTest(TestCase):
         x = rng.normal(size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
         first = VectorRouting(NUM_OUTPUTS, 8)
         second = VectorRouting(3, 1, num_inputs=NUM_OUTPUTS, normalize=False)
-        hidden, phi_1 = first(x, return_credit_assignments=True)
-        _, phi_2 = second(hidden, return_credit_assignments=True)
+        hidden, phi_1 = first(x, return_couplings=True)
+        _, phi_2 = second(hidden, return_couplings=True)
         composed = compose_credit_assignments([phi_1, phi_2])
         self.assertEqual(tuple(composed.shape), (BATCH, NUM_INPUTS, 3))
         expected = reference.compose_credit_assignments(

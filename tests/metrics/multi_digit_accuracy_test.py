@@ -2,6 +2,7 @@ import keras
 import numpy as np
 from absl.testing import parameterized
 
+from keras_caps.metrics import ExactMatchAccuracy
 from keras_caps.metrics import MultiDigitAccuracy
 from keras_caps.metrics import multi_digit_accuracy
 from keras_caps.testing import TestCase
@@ -85,3 +86,33 @@ class MultiDigitAccuracyTest(TestCase):
                               verbose=0, return_dict=True)
         self.assertIn("multi_digit_accuracy", logs)
         self.assertBetween(logs["multi_digit_accuracy"], 0.0, 1.0)
+
+
+class DigitAccuracyDirectionTest(TestCase):
+    """Both multi-digit metrics are maximised by Keras' `mode="auto"`."""
+
+    @parameterized.named_parameters(
+        ("multi_digit", MultiDigitAccuracy),
+        ("exact_match", ExactMatchAccuracy),
+    )
+    def test_callbacks_in_auto_mode_maximise(self, metric_cls):
+        rng = np.random.default_rng(4)
+        y_true = reference.random_multi_hot(rng, 8)
+        x = rng.normal(size=(8, 5)).astype("float32")
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(10)])
+        metric = metric_cls()
+        model.compile(optimizer="sgd", loss="mse", metrics=[metric])
+        callbacks = [
+            keras.callbacks.EarlyStopping(monitor=metric.name, mode="auto"),
+            keras.callbacks.ReduceLROnPlateau(monitor=metric.name,
+                                              mode="auto"),
+        ]
+        model.fit(x, y_true, epochs=1, verbose=0, callbacks=callbacks)
+        for callback in callbacks:
+            self.assertIs(callback.monitor_op, keras.ops.greater)
+        # The score per image is still the multi-digit one, not
+        # `keras.metrics.Accuracy`'s elementwise equality.
+        result = model.evaluate(x, y_true, verbose=0, return_dict=True)
+        expected = metric_cls.score_fn(y_true, model.predict(x, verbose=0))
+        self.assertAllClose(result[metric.name], np.mean(expected),
+                            atol=1e-6)

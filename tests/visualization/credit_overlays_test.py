@@ -11,9 +11,9 @@ def _credit_by_hand(model, images):
     positions = keras.Model(model.input,
                             model.get_layer("routing_1").input)(images)
     hidden, phi_1 = model.get_layer("routing_1")(
-        positions, return_credit_assignments=True)
+        positions, return_couplings=True)
     logits, phi_2 = model.get_layer("routing_2")(
-        hidden, return_credit_assignments=True)
+        hidden, return_couplings=True)
     phi_1, phi_2 = np.asarray(phi_1), np.asarray(phi_2)
 
     def unit_std(x):

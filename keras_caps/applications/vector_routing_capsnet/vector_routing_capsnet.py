@@ -108,12 +108,12 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
         x, _ = layers.VectorRouting(
             routing["num_capsules"], routing["capsule_dim"],
             num_inputs=num_inputs, num_iterations=preset["num_iterations"],
-            name=f"routing_{index}")(x, return_credit_assignments=True)
+            name=f"routing_{index}")(x, return_couplings=True)
         num_inputs = routing["num_capsules"]
     x, _ = layers.VectorRouting(
         num_classes, 1, num_inputs=num_inputs,
         num_iterations=preset["num_iterations"], dtype="float32",
-        name="class_routing")(x, return_credit_assignments=True)
+        name="class_routing")(x, return_couplings=True)
     logits = keras.layers.Reshape((num_classes,), dtype="float32",
                                   name="logits")(x)
     model = keras.Model(images, logits, name=name)
