@@ -124,7 +124,8 @@ class DynamicRoutingTest(TestCase):
                             atol=1e-7)
 
     def test_stop_inner_gradients(self):
-        # Spec §1.7: with stopped inner gradients the kernel's gradient is
+        # With stopped inner gradients (as the official code's inner
+        # iterations do) the kernel's gradient is
         # the one obtained with the final couplings held constant; with
         # full backprop it is the gradient through every iteration. The
         # reference predicts both, and that they differ.

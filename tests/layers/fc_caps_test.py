@@ -66,7 +66,7 @@ class FCCapsTest(TestCase):
 
     def test_default_initializer_matches_official_layout(self):
         # Keras treats the 4-D kernel like a conv kernel: fan_in is
-        # D_in * N_out * N_in = 8 * 10 * 16 (spec §3).
+        # D_in * N_out * N_in = 8 * 10 * 16, as the official kernel layout.
         layer = FCCaps(10, 16)
         layer.build((None, 16, 8))
         kernel = keras.ops.convert_to_numpy(layer.kernel)

@@ -1,10 +1,12 @@
 """NumPy references for inverted dot-product attention routing.
 
-Written from routing.md §2.2-2.4 with explicit loops: votes loop over
-children, parents and (for the convolutional form) output positions and
-window offsets; the window of output position (h', w') holds the capsules
-at (strides * h' + p, strides * w' + q). Capsule maps are channels last,
-(B, H, W, N, d), as in the layer.
+Written from Tsai et al. (2020), Section 2 and Procedure 1, and the official
+code (`CapsuleFC` / `CapsuleCONV` in `src/layers.py`, `CapsModel.forward` in
+`src/capsule_model.py` of apple/ml-capsules-inverted-attention-routing), with
+explicit loops: votes loop over children, parents and (for the convolutional
+form) output positions and window offsets; the window of output position (h',
+w') holds the capsules at (strides * h' + p, strides * w' + q). Capsule maps
+are channels last, (B, H, W, N, d), as in the layer.
 
 Inside, votes have the layout (B, X, C, M, d): X output positions, C
 children of a window, M parents.
@@ -81,8 +83,9 @@ def conv_votes(poses, kernel, strides, pose):
 
 
 def route_step(votes, parents, gamma=None, beta=None, epsilon=1e-5):
-    """One pass, spec §2.2 steps 3-5. votes (B, X, C, M, z); parents
-    (B, X, M, z) or None (uniform couplings 1/M).
+    """One routing pass (agreement, softmax over parents, weighted sum).
+
+    votes (B, X, C, M, z); parents (B, X, M, z) or None (uniform couplings 1/M).
 
     Returns `(parents (B, X, M, z), couplings (B, X, C, M))`.
     """
@@ -148,7 +151,8 @@ class Layer:
 
 
 def concurrent_routing(inputs, layers, num_iterations):
-    """Spec §2.4, concurrent: every layer reads the previous pass's states."""
+    """Routing across layers, concurrent (Procedure 1 of the paper):
+    every layer reads the previous pass's states."""
     poses = [inputs]
     for layer in layers:
         poses.append(layer.step(poses[-1], None)[0])
@@ -159,7 +163,8 @@ def concurrent_routing(inputs, layers, num_iterations):
 
 
 def sequential_routing(inputs, layers, num_iterations):
-    """Spec §2.4, sequential: each layer routed fully before the next."""
+    """Routing across layers, sequential: each layer is routed fully
+    before the next."""
     poses = inputs
     for layer in layers:
         poses = layer.route(poses, num_iterations)[0]

@@ -174,7 +174,7 @@ class InvertedAttentionRoutingTest(TestCase):
         self.assertAllClose(couplings, np.full((2, 2, 2, 4, 2, 2, 2), 0.25))
 
     def test_layer_norm_as_specified(self):
-        # LayerNorm over the flattened pose with the spec's epsilon 1e-5 and
+        # LayerNorm over the flattened pose with the official epsilon 1e-5 and
         # learned gain and bias, after a plain (not renormalised) weighted
         # sum and with no squash. Tiny votes make epsilon matter: the
         # default Keras epsilon 1e-3 would give a visibly different result.
@@ -217,7 +217,8 @@ class InvertedAttentionRoutingTest(TestCase):
         self.assertAllClose(layer(children), expected, atol=1e-4, rtol=1e-4)
 
     def test_default_initializer_scale(self):
-        # routing.md §2.5: N(0, 1) * sqrt(M / (s * N * k^2)) for matrix
+        # The official initialisation (`src/layers.py`):
+        # N(0, 1) * sqrt(M / (s * N * k^2)) for matrix
         # poses, sqrt(M / (d_in * N * k^2)) for vector poses.
         cases = (
             (InvertedAttentionRouting(32, 16, kernel_size=3, strides=2),

@@ -1,4 +1,5 @@
-"""NumPy references written from the spec's equations (efficient_capsnet.md)."""
+"""NumPy references of Efficient-CapsNet's layers (Mazzia et al., 2021,
+Section 3, Eqs. 1-6, and the official `utils/layers.py`)."""
 
 import numpy as np
 
@@ -12,7 +13,7 @@ def squash(s, variant="efficient"):
 
 def primary_caps(x, kernel, bias, strides, num_capsules, capsule_dim,
                  variant="efficient"):
-    """Spec §2: depthwise valid convolution, row-major reshape, squash."""
+    """PrimaryCaps: depthwise valid convolution, row-major reshape, squash."""
     batch, height, width, channels = x.shape
     kh, kw = kernel.shape[:2]
     out_h = (height - kh) // strides + 1
@@ -28,7 +29,8 @@ def primary_caps(x, kernel, bias, strides, num_capsules, capsule_dim,
 
 
 def fc_caps(u, kernel, prior, scale_dim):
-    """Spec §3 steps 1-9, with explicit loops over output capsules."""
+    """FCCaps self-attention routing (Eqs. 2-6), with explicit loops over
+    output capsules."""
     batch, num_inputs, _ = u.shape
     num_outputs = kernel.shape[0]
     outputs = []

@@ -1,6 +1,6 @@
-"""NumPy references for dynamic routing, written from routing.md §1.
+"""NumPy references for dynamic routing (Sabour et al., 2017, Procedure 1).
 
-Shapes follow the spec: inputs u (B, I, D_in), kernel W (I, D_in, J, D_out),
+Shapes: inputs u (B, I, D_in), kernel W (I, D_in, J, D_out),
 votes (B, I, J, D_out), logits and couplings (B, I, J).
 """
 
@@ -11,7 +11,7 @@ from tests.layers.reference import squash
 
 def dynamic_routing(u, kernel, num_iterations, bias=None, leaky=False,
                     couplings=None):
-    """Spec §1.2, steps 1-5, with explicit loops over children and parents.
+    """Procedure 1, with explicit loops over children and parents.
 
     Args:
         u: (B, I, D_in) inputs.

@@ -1,12 +1,11 @@
-"""NumPy reference of Heinsen's vector routing (routing.md §3.2, Algorithm 1).
+"""NumPy reference of Heinsen's vector routing (Heinsen, 2022, Algorithm 1).
 
-Written from the spec with explicit loops and an explicit vote tensor, one
-example at a time, in float64. Masks follow the spec's decisions (§3.8):
-padded inputs are removed from the sequence before routing (so `m` counts
-present inputs), disallowed pairs get `g = 0`, the first E-step is uniform
-over each input's allowed outputs, and an input with no allowed output gets
-`R = 0` (where the original reference would return NaN).
-"""
+Written from the paper's algorithm with explicit loops and an explicit vote
+tensor, one example at a time, in float64. Masks follow the layer's documented
+decisions: padded inputs are removed from the sequence before routing (so `m`
+counts present inputs), disallowed pairs get `g = 0`, the first E-step is
+uniform over each input's allowed outputs, and an input with no allowed output
+gets `R = 0` (where the original reference would return NaN). """
 
 import numpy as np
 

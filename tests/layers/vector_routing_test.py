@@ -39,7 +39,7 @@ BATCH, NUM_INPUTS, INPUT_DIM, NUM_OUTPUTS, OUTPUT_DIM = 3, 7, 5, 4, 6
 
 def num_parameters(num_inputs, input_dim, num_outputs, output_dim,
                    num_iterations=2):
-    """Spec §3.4 parameter counts (fixed and variable length).
+    """Parameter counts from the layer's weights (fixed and variable length).
 
     With one iteration the G and S weights (W_G1, W_G2, B_G2, W_S, B_S)
     are never used and not created.
@@ -509,8 +509,9 @@ class VectorRoutingTest(TestCase):
              keras.ops.convert_to_numpy(phi_2)])
         self.assertAllClose(composed, expected, atol=1e-5, rtol=1e-5)
 
-    def test_spec_head_parameter_counts(self):
-        # routing.md §3.6: the paper's classification head at d = 1024.
+    def test_paper_head_parameter_counts(self):
+        # The paper's classification head (`RoutingHead` in `models.py` of
+        # glassroom/heinsen_routing_2022_paper) at d = 1024.
         first = VectorRouting(64, 1024)
         first.build((None, None, 1024))
         self.assertEqual(first.count_params(), 2_491_649)
