@@ -5,7 +5,8 @@ tensor, one example at a time, in float64. Masks follow the layer's documented
 decisions: padded inputs are removed from the sequence before routing (so `m`
 counts present inputs), disallowed pairs get `g = 0`, the first E-step is
 uniform over each input's allowed outputs, and an input with no allowed output
-gets `R = 0` (where the original reference would return NaN). """
+gets `R = 0` (where the original reference would return NaN).
+"""
 
 import numpy as np
 
