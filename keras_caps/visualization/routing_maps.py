@@ -5,6 +5,7 @@ import inspect
 import keras
 import numpy as np
 
+from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
 from keras_caps.visualization import _figures
 from keras_caps.visualization import _inputs
@@ -15,7 +16,10 @@ def routing_layer_names(model):
     """Names of the layers of `model` that can return coupling coefficients.
 
     A routing layer is one whose `call` takes `return_couplings`, as
-    `FCCaps`, `DynamicRouting` and `InvertedAttentionRouting` do.
+    `FCCaps`, `DynamicRouting` and `InvertedAttentionRouting` do, and whose
+    couplings are coefficients that sum to 1 over the parents. `VectorRouting`
+    returns signed credit assignments instead; `plot_credit_overlays` draws
+    those.
 
     Example:
 
@@ -143,6 +147,8 @@ def plot_routing_maps(model, inputs, layer_names=None, position=None):
 
 
 def _returns_couplings(layer):
+    if isinstance(layer, layers.VectorRouting):
+        return False  # Signed credit assignments, not coefficients.
     try:
         parameters = inspect.signature(layer.call).parameters
     except (TypeError, ValueError):

@@ -35,10 +35,13 @@ _ROUTING_MODELS = {
 
 
 def _routing_classes():
+    """Routers whose couplings are coefficients (VectorRouting's are signed
+    credit assignments, drawn by the credit overlays instead)."""
     return sorted(
         name for name, value in vars(layers).items()
         if inspect.isclass(value) and issubclass(value, keras.layers.Layer)
-        and "return_couplings" in inspect.signature(value.call).parameters)
+        and "return_couplings" in inspect.signature(value.call).parameters
+        and value is not layers.VectorRouting)
 
 
 class RoutingMapsTest(TestCase):
