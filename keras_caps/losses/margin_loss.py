@@ -15,6 +15,60 @@ def _check_margins(positive_margin, negative_margin, negative_weight):
     return positive_margin, negative_margin, negative_weight
 
 
+def _shape(tensor):
+    return tuple(None if dim is None else int(dim) for dim in tensor.shape)
+
+
+def _compatible(left, right):
+    return all(a is None or b is None or a == b for a, b in zip(left, right))
+
+
+def _dense_targets(y_true, y_pred):
+    """`y_true` as dense targets of the shape and dtype of `y_pred`.
+
+    Sparse labels are recognized by rank alone, never by value: a `y_true`
+    of one rank less than `y_pred`, or with a last dimension of 1 where
+    `y_pred` has more than one class, holds integer class ids and is one-hot
+    encoded. Any other `y_true` must have the shape of `y_pred`.
+    """
+    true_shape, pred_shape = _shape(y_true), _shape(y_pred)
+
+    def mismatch(reason):
+        return ValueError(
+            f"`y_true` and `y_pred` of the margin loss have incompatible "
+            f"shapes: {reason}. `y_true` must be one-hot or multi-hot "
+            f"targets of the shape of `y_pred`, `(batch, num_classes)`, or "
+            f"integer class ids of shape `(batch,)` or `(batch, 1)`. "
+            f"Received: y_true.shape={true_shape}, "
+            f"y_pred.shape={pred_shape}")
+
+    if not pred_shape:
+        raise mismatch("`y_pred` must have a class axis")
+    num_classes = pred_shape[-1]
+    sparse = len(true_shape) == len(pred_shape) - 1 or (
+        len(true_shape) == len(pred_shape) and true_shape[-1] == 1
+        and num_classes != 1)
+    if not sparse:
+        if len(true_shape) != len(pred_shape):
+            raise mismatch("`y_true` must have the rank of `y_pred` or one "
+                           "less")
+        if not _compatible(true_shape, pred_shape):
+            raise mismatch("dense targets must have the shape of `y_pred`")
+        return ops.cast(y_true, y_pred.dtype)
+    if len(true_shape) == len(pred_shape):
+        y_true = ops.squeeze(y_true, axis=-1)
+    if not _compatible(true_shape, pred_shape[:-1]):
+        raise mismatch("the class ids and `y_pred` have different batch "
+                       "dimensions")
+    if num_classes is None:
+        raise mismatch("integer class ids need a known number of classes, "
+                       "the last dimension of `y_pred`")
+    # `keras.losses.Loss` converts `y_true` to the loss dtype (float32)
+    # before `call`; the class ids are exact in it up to 2**24.
+    class_ids = ops.cast(y_true, "int32")
+    return ops.one_hot(class_ids, num_classes, dtype=y_pred.dtype)
+
+
 @keras_caps_export("keras_caps.losses.margin_loss")
 def margin_loss(y_true, y_pred, positive_margin=0.9, negative_margin=0.1,
                 negative_weight=0.5):
@@ -26,8 +80,16 @@ def margin_loss(y_true, y_pred, positive_margin=0.9, negative_margin=0.1,
     ```
 
     Args:
-        y_true: One-hot or multi-hot targets `T` of shape
-            `(batch, num_classes)`.
+        y_true: The targets `T`: one-hot or multi-hot targets of shape
+            `(batch, num_classes)` (e.g. two digits present in MultiMNIST),
+            or integer class ids of shape `(batch,)` or `(batch, 1)`, as
+            for `keras.losses.SparseCategoricalCrossentropy`, which are
+            one-hot encoded to the `num_classes` of `y_pred`. Sparse labels
+            are told apart by their shape only (rank one less than
+            `y_pred`, or a last dimension of 1 while `y_pred` has more than
+            one class), so one-hot targets with `batch == num_classes` stay
+            one-hot. Class ids outside `[0, num_classes)` give all-zero
+            targets (every class absent).
         y_pred: Capsule lengths `|v|` of shape `(batch, num_classes)`.
         positive_margin: float. `m_plus`. Defaults to `0.9`.
         negative_margin: float. `m_minus`. Defaults to `0.1`.
@@ -37,10 +99,18 @@ def margin_loss(y_true, y_pred, positive_margin=0.9, negative_margin=0.1,
     Returns:
         Tensor of shape `(batch,)`, in the dtype of `y_pred`.
 
+    Raises:
+        ValueError: if the shapes of `y_true` and `y_pred` match neither
+            form (checked on the static shapes).
+
     Example:
 
     >>> loss = keras_caps.losses.margin_loss(
     ...     np.array([[0.0, 1.0]]), np.array([[0.2, 0.7]]))
+    >>> round(float(loss[0]), 4)
+    0.045
+    >>> loss = keras_caps.losses.margin_loss(
+    ...     np.array([1]), np.array([[0.2, 0.7]]))
     >>> round(float(loss[0]), 4)
     0.045
 
@@ -50,7 +120,7 @@ def margin_loss(y_true, y_pred, positive_margin=0.9, negative_margin=0.1,
     positive_margin, negative_margin, negative_weight = _check_margins(
         positive_margin, negative_margin, negative_weight)
     y_pred = ops.convert_to_tensor(y_pred)
-    y_true = ops.cast(y_true, y_pred.dtype)
+    y_true = _dense_targets(ops.convert_to_tensor(y_true), y_pred)
     present = ops.square(ops.relu(positive_margin - y_pred))
     absent = ops.square(ops.relu(y_pred - negative_margin))
     per_class = y_true * present + negative_weight * (1.0 - y_true) * absent
@@ -65,6 +135,11 @@ class MarginLoss(keras.losses.Loss):
     reduction, averaged over the batch, as in the official code. The loss is
     computed in the loss dtype (float32 by default), so it stays safe under
     mixed precision.
+
+    `y_true` may be one-hot or multi-hot targets of the shape of `y_pred`,
+    or integer class ids of shape `(batch,)` or `(batch, 1)`, as
+    `keras.losses.SparseCategoricalCrossentropy` takes them; see
+    `keras_caps.losses.margin_loss`.
 
     Args:
         positive_margin: float. `m_plus`. Defaults to `0.9`.

@@ -84,3 +84,92 @@ class MarginLossTest(TestCase):
             MarginLoss(**kwargs)
         with self.assertRaisesRegex(error, f"`{name}`"):
             margin_loss(self.one_hot, self.lengths, **kwargs)
+
+
+class SparseLabelsTest(TestCase):
+    """Integer class ids are one-hot encoded to the classes of `y_pred`."""
+
+    def setUp(self):
+        super().setUp()
+        rng = np.random.default_rng(1)
+        self.lengths = rng.uniform(size=(10, 10)).astype("float32")
+        self.labels = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3])
+        self.one_hot = np.eye(10, dtype="float32")[self.labels]
+        self.expected = numpy_margin_loss(self.one_hot, self.lengths)
+
+    @parameterized.named_parameters(
+        ("int64_flat", "int64", (-1,)),
+        ("int32_flat", "int32", (-1,)),
+        ("int64_column", "int64", (-1, 1)),
+        ("int32_column", "int32", (-1, 1)),
+        ("float32_column", "float32", (-1, 1)),
+    )
+    def test_matches_one_hot(self, dtype, shape):
+        labels = self.labels.astype(dtype).reshape(shape)
+        self.assertAllClose(margin_loss(labels, self.lengths), self.expected,
+                            rtol=1e-5)
+        self.assertAllClose(MarginLoss()(labels, self.lengths),
+                            self.expected.mean(), rtol=1e-5)
+        self.assertAllClose(
+            MarginLoss()(keras.ops.convert_to_tensor(labels), self.lengths),
+            self.expected.mean(), rtol=1e-5)
+
+    def test_issue_example(self):
+        # Issue #16: the ids 0..9 used to broadcast against (10, 10) scores.
+        labels = np.arange(10)
+        expected = numpy_margin_loss(np.eye(10), self.lengths).mean()
+        self.assertAllClose(MarginLoss()(labels, self.lengths), expected,
+                            rtol=1e-5)
+
+    def test_one_hot_with_batch_equal_to_classes_is_unchanged(self):
+        # (batch, num_classes) with batch == num_classes stays one-hot, even
+        # though its values could pass for class ids.
+        self.assertAllClose(MarginLoss()(self.one_hot, self.lengths),
+                            self.expected.mean(), rtol=1e-5)
+        self.assertAllClose(margin_loss(self.one_hot, self.lengths),
+                            self.expected, rtol=1e-5)
+
+    def test_multi_hot_is_unchanged(self):
+        multi_hot = np.clip(self.one_hot + np.eye(10)[self.labels[::-1]], 0,
+                            1).astype("float32")
+        self.assertAllClose(margin_loss(multi_hot, self.lengths),
+                            numpy_margin_loss(multi_hot, self.lengths),
+                            rtol=1e-5)
+
+    def test_single_class_column_is_dense(self):
+        # With one class, a (batch, 1) target is a dense target, not ids.
+        targets = np.array([[1.0], [0.0]], "float32")
+        lengths = np.array([[0.5], [0.5]], "float32")
+        self.assertAllClose(margin_loss(targets, lengths),
+                            numpy_margin_loss(targets, lengths), rtol=1e-6)
+
+    def test_fit_on_integer_labels_matches_one_hot(self):
+        def fitted_loss(targets):
+            keras.utils.set_random_seed(0)
+            inputs = keras.Input((10,))
+            outputs = keras.layers.Dense(10, activation="sigmoid")(inputs)
+            model = keras.Model(inputs, outputs)
+            model.compile(optimizer="sgd", loss=MarginLoss())
+            history = model.fit(self.lengths, targets, batch_size=10,
+                                epochs=2, verbose=0)
+            return history.history["loss"]
+
+        sparse = fitted_loss(self.labels.astype("int64"))
+        self.assertAllClose(sparse, fitted_loss(self.one_hot), rtol=1e-5)
+        self.assertAllClose(fitted_loss(self.labels.astype("int32")[:, None]),
+                            sparse, rtol=1e-5)
+
+    @parameterized.named_parameters(
+        ("classes", np.zeros((10, 5), "float32"), r"\(10, 5\)"),
+        ("batch", np.zeros((4, 10), "float32"), r"\(4, 10\)"),
+        ("ids_batch", np.zeros((4,), "int32"), r"\(4,\)"),
+        ("ids_column_batch", np.zeros((4, 1), "int32"), r"\(4, 1\)"),
+        ("rank", np.zeros((10, 10, 1, 1), "float32"), r"\(10, 10, 1, 1\)"),
+    )
+    def test_mismatched_shapes(self, targets, true_shape):
+        pattern = rf"`y_true`.*`y_pred`.*y_true.shape={true_shape}.*" \
+                  r"y_pred.shape=\(10, 10\)"
+        with self.assertRaisesRegex(ValueError, pattern):
+            margin_loss(targets, self.lengths)
+        with self.assertRaisesRegex(ValueError, pattern):
+            MarginLoss()(targets, self.lengths)
