@@ -1,10 +1,13 @@
 """keras_caps: capsule networks for Keras 3.
 
 The backend-agnostic core (`ops`, `layers`, `losses`, `metrics`,
-`applications`, `inference`) is imported here. The TensorFlow parts are
-imported on demand: `keras_caps.datasets`, `keras_caps.training`,
-`keras_caps.export`.
+`applications`, `inference`) is imported here. The parts that need
+TensorFlow or matplotlib (`keras_caps.datasets`, `keras_caps.training`,
+`keras_caps.export`, `keras_caps.visualization`) are imported on first
+attribute access, so `import keras_caps` alone imports no TensorFlow.
 """
+
+import importlib
 
 from keras_caps import applications
 from keras_caps import inference
@@ -13,3 +16,17 @@ from keras_caps import losses
 from keras_caps import metrics
 from keras_caps import ops
 from keras_caps.version import __version__
+
+_LAZY_SUBPACKAGES = ("datasets", "export", "training", "visualization")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBPACKAGES:
+        # import_module also binds the subpackage as an attribute of this
+        # package, so this runs once per subpackage.
+        return importlib.import_module(f"keras_caps.{name}")
+    raise AttributeError(f"module 'keras_caps' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBPACKAGES))

@@ -1,6 +1,9 @@
 """The public API: every public class is registered under the package."""
 
 import inspect
+import pathlib
+import subprocess
+import sys
 
 import keras
 
@@ -8,6 +11,19 @@ import keras_caps
 from keras_caps.testing import TestCase
 
 PUBLIC_MODULES = (keras_caps.layers, keras_caps.losses, keras_caps.metrics)
+REPO_ROOT = pathlib.Path(keras_caps.__file__).parent.parent
+
+
+def _run_python(code, backend):
+    """stdout of `python -c code` in a fresh interpreter on this checkout."""
+    env = {"KERAS_BACKEND": backend, "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(REPO_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run([sys.executable, "-c", code],
+                            capture_output=True, text=True, env=env,
+                            check=False)
+    if result.returncode:
+        raise AssertionError(f"{code!r} failed:\n{result.stderr}")
+    return result.stdout.strip()
 
 
 class ApiTest(TestCase):
@@ -26,20 +42,37 @@ class ApiTest(TestCase):
                              f"{module}.{cls.__name__}")
 
     def test_importing_the_core_does_not_import_tensorflow(self):
-        import subprocess
-        import sys
-
         code = ("import sys, keras_caps; "
                 "print('tensorflow' in sys.modules)")
-        env = {"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin"}
-        result = subprocess.run([sys.executable, "-c", code],
-                                capture_output=True, text=True, env=env,
-                                check=True)
-        self.assertEqual(result.stdout.strip().splitlines()[-1], "False")
+        output = _run_python(code, backend="jax")
+        self.assertEqual(output.splitlines()[-1], "False")
+
+    def test_lazy_subpackages_are_listed(self):
+        for name in ("datasets", "training", "export", "visualization"):
+            self.assertIn(name, dir(keras_caps))
+        with self.assertRaisesRegex(AttributeError, "no_such_module"):
+            keras_caps.no_such_module  # noqa: B018
+
+    def test_datasets_after_import_keras_caps_with_jax(self):
+        # `keras_caps.datasets` is loaded on first access; `DATASETS` needs
+        # no TensorFlow, so none is imported with the JAX backend.
+        code = ("import sys, keras_caps; "
+                "assert 'keras_caps.datasets' not in sys.modules; "
+                "print(sorted(keras_caps.datasets.DATASETS)); "
+                "print('tensorflow' in sys.modules)")
+        output = _run_python(code, backend="jax").splitlines()
+        self.assertIn("'mnist'", output[-2])
+        self.assertEqual(output[-1], "False")
+
+    def test_training_after_import_keras_caps_with_tensorflow(self):
+        code = ("import keras_caps; "
+                "print(sorted(keras_caps.training.MODELS)); "
+                "print(keras_caps.export.export_inference_model.__name__)")
+        output = _run_python(code, backend="tensorflow").splitlines()
+        self.assertIn("'capsnet'", output[-2])
+        self.assertEqual(output[-1], "export_inference_model")
 
     def test_core_does_not_import_tensorflow(self):
-        import pathlib
-
         root = pathlib.Path(keras_caps.__file__).parent
         for folder in ("ops", "layers", "losses", "metrics",
                        "applications", "inference"):
