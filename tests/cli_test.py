@@ -82,11 +82,12 @@ def test_export_keeps_a_folder_with_other_files(saved_model, tmp_path):
     (target / "mine.txt").write_text("mine")
     worktree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=worktree)
-    for export_dir in ("out", "."):
+    for export_dir, flags in (("out", []), (".", []),
+                              ("out", ["--overwrite"])):
         result = subprocess.run(
             [sys.executable, "-m", "keras_caps.cli", "export",
              "--model-path", "model.keras", "--export-dir", export_dir,
-             "--overwrite"], cwd=tmp_path, env=env, capture_output=True,
+             *flags], cwd=tmp_path, env=env, capture_output=True,
             text=True, timeout=300)
         assert result.returncode == 2, result.stderr[-3000:]
         assert "Traceback" not in result.stderr
@@ -109,7 +110,7 @@ def test_export_refuses_a_file_and_the_models_folder(saved_model, tmp_path,
             (str(tmp_path), "holds the model file"),
             (str(tmp_path / ".."), "holds the model file")):
         assert cli.main(["export", "--model-path", str(saved_model),
-                         "--export-dir", export_dir, "--overwrite"]) == 2
+                         "--export-dir", export_dir]) == 2
         error = capsys.readouterr().err
         assert message in error and error.count("\n") == 1, error
     assert sorted(os.listdir(tmp_path)) == before
@@ -122,15 +123,15 @@ def test_export_overwrites_its_own_export_only_with_the_flag(
     argv = ["export", "--model-path", str(saved_model), "--export-dir",
             export_dir]
     assert cli.main(argv) == 0
-    marker = os.path.join(export_dir, "keras_caps_export.json")
-    with open(marker) as file:
-        assert json.load(file)["model_path"] == str(saved_model)
     written = os.stat(os.path.join(export_dir, "saved_model.pb")).st_mtime_ns
     capsys.readouterr()
     assert cli.main(argv) == 2
     assert "`--overwrite`" in capsys.readouterr().err
     assert os.stat(os.path.join(export_dir,
                                 "saved_model.pb")).st_mtime_ns == written
+    marker = os.path.join(export_dir, "keras_caps_export.json")
+    with open(marker) as file:
+        assert json.load(file)["model_path"] == str(saved_model)
     assert cli.main(argv + ["--overwrite"]) == 0
     served = tf.saved_model.load(export_dir)
     scores = served.serve(tf.zeros((2, 28, 28, 1)))
