@@ -106,6 +106,11 @@ def _add_export_command(commands):
     export.add_argument("--export-dir", required=True)
     export.add_argument("--reconstruction", action="store_true",
                         help="Also serve the reconstruction.")
+    export.add_argument("--overwrite", action="store_true",
+                        help="Replace a previous keras-caps export at "
+                        "--export-dir. Anything else there (a file, other "
+                        "files, a SavedModel from elsewhere) is never "
+                        "replaced.")
     export.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="Precision of the served convolutions: "
                         "mixed_bfloat16 is faster on CPUs with "
@@ -210,15 +215,21 @@ def _run(args):
     else:
         import keras
 
+        from keras_caps.export import check_export_target
         from keras_caps.export import export_inference_model
 
         if not os.path.exists(args.model_path):
             raise ValueError("No model at `--model-path`. Received: "
                              f"{args.model_path!r}")
+        # Checked before the (slow) model load as well as by the export.
+        check_export_target(args.export_dir, overwrite=args.overwrite,
+                            model_path=args.model_path)
         export_inference_model(keras.saving.load_model(args.model_path),
                                args.export_dir,
                                reconstruction=args.reconstruction,
-                               precision=args.precision)
+                               precision=args.precision,
+                               overwrite=args.overwrite,
+                               model_path=args.model_path)
         print(f"Exported the inference model to {args.export_dir}")
     return 0
 

@@ -1,5 +1,7 @@
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -63,6 +65,78 @@ def test_export_in_mixed_bfloat16_matches_float32(saved_model_and_data,
     np.testing.assert_allclose(scores["mixed_bfloat16"], scores["float32"],
                                atol=0.02)
     assert not np.array_equal(scores["mixed_bfloat16"], scores["float32"])
+
+
+@pytest.fixture
+def saved_model(tmp_path):
+    model_path = tmp_path / "model.keras"
+    EfficientCapsNet("mnist", reconstruction=False).save(model_path)
+    return model_path
+
+
+def test_export_keeps_a_folder_with_other_files(saved_model, tmp_path):
+    """`keras-caps export` refuses, in a fresh process, to replace files."""
+    (tmp_path / "notes.txt").write_text("keep me")
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "mine.txt").write_text("mine")
+    worktree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=worktree)
+    for export_dir, flags in (("out", []), (".", []),
+                              ("out", ["--overwrite"])):
+        result = subprocess.run(
+            [sys.executable, "-m", "keras_caps.cli", "export",
+             "--model-path", "model.keras", "--export-dir", export_dir,
+             *flags], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=300)
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert "Traceback" not in result.stderr
+        (line,) = [line for line in result.stderr.splitlines()
+                   if line.startswith("keras-caps export: error:")]
+        assert "Refusing to export" in line, line
+        assert sorted(os.listdir(tmp_path)) == ["model.keras", "notes.txt",
+                                                "out"]
+        assert (tmp_path / "notes.txt").read_text() == "keep me"
+        assert os.listdir(target) == ["mine.txt"]
+
+
+def test_export_refuses_a_file_and_the_models_folder(saved_model, tmp_path,
+                                                     monkeypatch, capsys):
+    (tmp_path / "notes.txt").write_text("keep me")
+    before = sorted(os.listdir(tmp_path))
+    monkeypatch.chdir(tmp_path / "..")
+    for export_dir, message in (
+            (str(tmp_path / "notes.txt"), "is not a folder"),
+            (str(tmp_path), "holds the model file"),
+            (str(tmp_path / ".."), "holds the model file")):
+        assert cli.main(["export", "--model-path", str(saved_model),
+                         "--export-dir", export_dir]) == 2
+        error = capsys.readouterr().err
+        assert message in error and error.count("\n") == 1, error
+    assert sorted(os.listdir(tmp_path)) == before
+    assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_export_overwrites_its_own_export_only_with_the_flag(
+        saved_model, tmp_path, capsys):
+    export_dir = str(tmp_path / "exported")
+    argv = ["export", "--model-path", str(saved_model), "--export-dir",
+            export_dir]
+    assert cli.main(argv) == 0
+    written = os.stat(os.path.join(export_dir, "saved_model.pb")).st_mtime_ns
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    assert "`--overwrite`" in capsys.readouterr().err
+    assert os.stat(os.path.join(export_dir,
+                                "saved_model.pb")).st_mtime_ns == written
+    marker = os.path.join(export_dir, "keras_caps_export.json")
+    with open(marker) as file:
+        assert json.load(file)["model_path"] == str(saved_model)
+    assert cli.main(argv + ["--overwrite"]) == 0
+    served = tf.saved_model.load(export_dir)
+    scores = served.serve(tf.zeros((2, 28, 28, 1)))
+    assert tuple(scores.shape) == (2, 10)
+    assert sorted(os.listdir(tmp_path)) == ["exported", "model.keras"]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from keras_caps import datasets
+from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
@@ -88,6 +89,10 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             f"The {model!r} model has no reconstruction decoder: train it "
             "with reconstruction=False (--no-reconstruction). Received: "
             "reconstruction=True")
+    # Fails now rather than after training if `export/` holds anything but
+    # an export of keras_caps (which a rerun replaces).
+    check_export_target(os.path.join(output_dir, "export"), overwrite=True,
+                        model_path=os.path.join(output_dir, "model.keras"))
     dataset_options = {**family.dataset_options(dataset),
                        **(dataset_options or {})}
     # The run's settings, as `metrics.json` records them; the dataset
@@ -200,9 +205,13 @@ def _fit_select_and_test(network, splits, family, settings, work_dir,
 
 def _write_outputs(network, output_dir, reconstruction, record):
     """The chief's `model.keras`, `export/` and `metrics.json`."""
-    save_model_atomically(network, os.path.join(output_dir, "model.keras"))
+    model_path = os.path.join(output_dir, "model.keras")
+    save_model_atomically(network, model_path)
+    # A rerun replaces the export of an earlier run (only an export of
+    # keras_caps: anything else at `export/` is refused, never deleted).
     export_inference_model(network, os.path.join(output_dir, "export"),
-                           reconstruction=reconstruction)
+                           reconstruction=reconstruction, overwrite=True,
+                           model_path=model_path)
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
 
 

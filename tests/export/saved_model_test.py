@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import keras_caps
 from keras_caps.applications import EfficientCapsNet
 from keras_caps.applications import inference_model
 from keras_caps.export import export_inference_model
@@ -69,7 +70,8 @@ class ExportTest(TestCase):
         folder = self.get_temp_dir()
         path = os.path.join(folder, "export")
         export_inference_model(model, path)
-        export_inference_model(model, path)  # Replaces the old export.
+        # Replaces the old export.
+        export_inference_model(model, path, overwrite=True)
         self.assertEqual(sorted(os.listdir(folder)), ["export"])
         served = tf.saved_model.load(path)
         scores = served.serve(tf.zeros((2, 28, 28, 1)))
@@ -77,6 +79,119 @@ class ExportTest(TestCase):
         with self.assertRaisesRegex((ValueError, TypeError),
                                     "(?s)shape|signature"):
             served.serve(tf.zeros((2, 32, 32, 1)))
+
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    return EfficientCapsNet("mnist", reconstruction=False)
+
+
+def _contents(folder):
+    """Every file under `folder` with its bytes."""
+    found = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as file:
+                found[os.path.relpath(path, folder)] = file.read()
+    return found
+
+
+def test_export_refuses_a_file(tiny_model, tmp_path):
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me")
+    with pytest.raises(ValueError, match="exists and is not a folder"):
+        export_inference_model(tiny_model, str(target))
+    assert target.read_text() == "keep me"
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def test_export_refuses_a_folder_with_other_files(tiny_model, tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="never deletes files it did "
+                       "not write"):
+        export_inference_model(tiny_model, str(target))
+    with pytest.raises(ValueError, match="never deletes files it did "
+                       "not write"):
+        export_inference_model(tiny_model, str(target), overwrite=True)
+    assert _contents(target) == {"notes.txt": b"keep me"}
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_export_refuses_a_foreign_saved_model(tiny_model, tmp_path):
+    target = str(tmp_path / "foreign")
+    module = tf.Module()
+    module.scale = tf.Variable(2.0)
+    module.serve = tf.function(lambda x: module.scale * x,
+                               input_signature=[tf.TensorSpec([], "float32")])
+    tf.saved_model.save(module, target)
+    before = _contents(target)
+    with pytest.raises(ValueError, match="not an export written by "
+                       "keras_caps"):
+        export_inference_model(tiny_model, target)
+    with pytest.raises(ValueError, match="not an export written by "
+                       "keras_caps"):
+        export_inference_model(tiny_model, target, overwrite=True)
+    assert _contents(target) == before
+    assert float(tf.saved_model.load(target).serve(3.0)) == 6.0
+
+
+def test_export_refuses_the_current_folder_and_the_models_folders(
+        tiny_model, tmp_path, monkeypatch):
+    model_path = tmp_path / "runs" / "mnist" / "model.keras"
+    model_path.parent.mkdir(parents=True)
+    model_path.write_text("a model")
+    (tmp_path / "notes.txt").write_text("keep me")
+    before = _contents(tmp_path)
+    monkeypatch.chdir(model_path.parent)
+    with pytest.raises(ValueError, match="the current folder"):
+        export_inference_model(tiny_model, ".")
+    monkeypatch.chdir(tmp_path / "runs")
+    for target in (model_path, model_path.parent, model_path.parent.parent,
+                   tmp_path):
+        with pytest.raises(ValueError, match="holds the model file"):
+            export_inference_model(tiny_model, str(target), overwrite=True,
+                                   model_path=str(model_path))
+    assert _contents(tmp_path) == before
+
+
+def test_export_writes_into_an_empty_folder_and_marks_it(tiny_model,
+                                                        tmp_path):
+    target = tmp_path / "export"
+    target.mkdir()
+    export_inference_model(tiny_model, str(target),
+                           model_path=str(tmp_path / "model.keras"))
+    marker = json.loads((target / "keras_caps_export.json").read_text())
+    assert marker["keras_caps_version"] == keras_caps.__version__
+    assert marker["model_path"] == str(tmp_path / "model.keras")
+    assert set(os.listdir(target)) <= set(marker["files"])
+    assert "saved_model.pb" in marker["files"]
+    assert sorted(os.listdir(tmp_path)) == ["export"]
+
+
+def test_export_replaces_its_own_export_only_with_overwrite(tiny_model,
+                                                            tmp_path):
+    target = str(tmp_path / "export")
+    export_inference_model(tiny_model, target)
+    before = _contents(target)
+    with pytest.raises(ValueError, match="previous export.*--overwrite"):
+        export_inference_model(tiny_model, target)
+    assert _contents(target) == before
+    export_inference_model(tiny_model, target, overwrite=True,
+                           model_path="elsewhere.keras")
+    with open(os.path.join(target, "keras_caps_export.json")) as file:
+        marker = json.load(file)
+    assert marker["model_path"] == os.path.abspath("elsewhere.keras")
+    assert sorted(os.listdir(tmp_path)) == ["export"]
+    # A file added to our export makes it no longer only ours.
+    with open(os.path.join(target, "notes.txt"), "w") as file:
+        file.write("keep me")
+    with pytest.raises(ValueError, match="never deletes"):
+        export_inference_model(tiny_model, target, overwrite=True)
+    assert os.path.exists(os.path.join(target, "notes.txt"))
 
 
 _SERVE = """
@@ -248,7 +363,8 @@ _WRITER = textwrap.dedent("""
     round = 0
     while True:
         save_model_atomically(model, os.path.join(folder, "model.keras"))
-        export_inference_model(model, os.path.join(folder, "export"))
+        export_inference_model(model, os.path.join(folder, "export"),
+                               overwrite=True)
         round += 1
         with open(os.path.join(folder, "rounds"), "w") as file:
             file.write(str(round))

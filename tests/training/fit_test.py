@@ -158,3 +158,24 @@ def test_multi_mnist_selects_on_the_official_per_digit_accuracy():
     logs = {"val_length_exact_match_accuracy": 0.5,
             "val_length_multi_digit_accuracy": 0.7, "loss": 1.0}
     assert resolve_monitor("auto", logs) == "val_length_multi_digit_accuracy"
+
+
+def test_rerun_replaces_its_own_export_and_refuses_anything_else(tmp_path):
+    from keras_caps.applications import EfficientCapsNet
+    from keras_caps.training import fit
+
+    network = EfficientCapsNet("mnist", reconstruction=False)
+    run = tmp_path / "run"
+    for _ in range(2):  # A rerun on the same output folder.
+        fit._write_outputs(network, str(run), False, {"epochs": 1})
+    assert sorted(os.listdir(run)) == ["export", "metrics.json",
+                                       "model.keras"]
+    assert (run / "export" / "keras_caps_export.json").exists()
+
+    other = tmp_path / "other"
+    (other / "export").mkdir(parents=True)
+    (other / "export" / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="never deletes"):
+        training.train(output_dir=str(other), epochs=1)
+    assert os.listdir(other / "export") == ["notes.txt"]
+    assert sorted(os.listdir(other)) == ["export"]
