@@ -68,17 +68,17 @@ def builder_docstring(builder):
 
 
 def compile_logits_classifier(model, optimizer, default_optimizer,
-                              jit_compile, loss="auto"):
+                              jit_compile):
     """Compiles a model with class logits: cross-entropy and accuracy.
 
-    `optimizer="auto"` becomes `default_optimizer()`; `loss="auto"` is
+    `optimizer="auto"` becomes `default_optimizer()`; the loss is
     categorical cross-entropy from logits on one-hot labels.
     """
     optimizer = resolve_optimizer(optimizer, default_optimizer)
-    if loss == "auto":
-        loss = keras.losses.CategoricalCrossentropy(from_logits=True)
-    compile_model(model, optimizer, loss=loss, metrics=["accuracy"],
-                  jit_compile=jit_compile)
+    compile_model(
+        model, optimizer,
+        loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"], jit_compile=jit_compile)
 
 
 def compile_model(model, optimizer, **compile_kwargs):

@@ -61,6 +61,20 @@ class ModelFamily:
         """Whether the models need the training images' statistics."""
         return self.get_preset(dataset)["input_scaling"] == "standardize"
 
+    def resolve_reconstruction(self, reconstruction):
+        """Whether to train with the decoder: `None` means `has_decoder`.
+
+        Raises a `ValueError` for `True` on a family without a decoder.
+        """
+        if reconstruction is None:
+            return self.has_decoder
+        if reconstruction and not self.has_decoder:
+            raise ValueError(
+                f"{self.name} has no reconstruction decoder: train it "
+                "with reconstruction=False (--no-reconstruction). "
+                "Received: reconstruction=True")
+        return reconstruction
+
     def build(self, dataset, *, reconstruction=None, input_statistics=None,
               **options):
         """The family's model for `dataset`.
@@ -74,14 +88,9 @@ class ModelFamily:
                 standardise their input.
             **options: Other builder arguments.
         """
+        reconstruction = self.resolve_reconstruction(reconstruction)
         if self.has_decoder:
-            options["reconstruction"] = (True if reconstruction is None
-                                         else reconstruction)
-        elif reconstruction:
-            raise ValueError(
-                f"{self.name} has no reconstruction decoder: train it "
-                "with reconstruction=False (--no-reconstruction). "
-                "Received: reconstruction=True")
+            options["reconstruction"] = reconstruction
         if input_statistics is not None:
             options["input_statistics"] = input_statistics
         return self.builder(dataset, **options)

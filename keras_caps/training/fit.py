@@ -82,13 +82,7 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("validation", validation, PROTOCOLS)
     preset = family.get_preset(dataset)
-    if reconstruction is None:
-        reconstruction = family.has_decoder
-    elif reconstruction and not family.has_decoder:
-        raise ValueError(
-            f"The {model!r} model has no reconstruction decoder: train it "
-            "with reconstruction=False (--no-reconstruction). Received: "
-            "reconstruction=True")
+    reconstruction = family.resolve_reconstruction(reconstruction)
     # Fails now rather than after training if `export/` holds anything but
     # an export of keras_caps (which a rerun replaces).
     check_export_target(os.path.join(output_dir, "export"), overwrite=True,
