@@ -5,6 +5,7 @@ was expected and ends with the received value. The weight regularizer and
 constraint helpers at the end also resolve and serialize those arguments.
 """
 
+import math
 import numbers
 
 import keras
@@ -59,6 +60,16 @@ def check_number(name, value, minimum=None, maximum=None):
             f"Received an invalid value for `{name}`, expected a number in "
             f"[{low}, {high}]. Received: {name}={value!r}")
     return float(value)
+
+
+def check_temperature(name, value):
+    """Raises unless `value` is a finite number above 0 (a temperature)."""
+    value = check_number(name, value)
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(
+            f"Received an invalid value for `{name}`, expected a finite "
+            f"number above 0. Received: {name}={value!r}")
+    return value
 
 
 def check_choice(name, value, choices):

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.routing_temperature import RoutingTemperature
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
@@ -10,7 +11,7 @@ from keras_caps.validation import set_regularizers_and_constraints
 
 
 @keras_caps_export("keras_caps.layers.DynamicRouting")
-class DynamicRouting(keras.layers.Layer):
+class DynamicRouting(RoutingTemperature, keras.layers.Layer):
     """Fully connected capsule layer with routing-by-agreement (Sabour et al.).
 
     Each input (child) capsule `i` votes for every output (parent) capsule
@@ -24,7 +25,7 @@ class DynamicRouting(keras.layers.Layer):
     votes[i, j]     = inputs[i] @ kernel[i, :, j, :]                # (D_out,)
     logits[i, j]    = 0
     repeat num_iterations times:
-        couplings[i, :] = softmax(logits[i, :])                     # over j
+        couplings[i, :] = softmax(logits[i, :] / temperature)       # over j
         outputs[j]      = squash(sum_i couplings[i, j] * votes[i, j] + bias[j])
         logits[i, j]   += <votes[i, j], outputs[j]>     # not after the last
     ```
@@ -66,6 +67,10 @@ class DynamicRouting(keras.layers.Layer):
         kernel_constraint: Constraint for the vote matrices. Defaults to
             `None`.
         bias_constraint: Constraint for the bias. Defaults to `None`.
+        temperature: float. Routing temperature, above 0: the couplings
+            are `softmax(logits / temperature)`. Held as a non-trainable
+            variable (`layer.temperature = 0.5` changes it, also during
+            `fit`). Defaults to `1.0`, plain routing-by-agreement.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -97,7 +102,8 @@ class DynamicRouting(keras.layers.Layer):
                  stop_inner_gradients=False, leaky=False, use_bias=False,
                  kernel_initializer=None, bias_initializer=None,
                  kernel_regularizer=None, bias_regularizer=None,
-                 kernel_constraint=None, bias_constraint=None, **kwargs):
+                 kernel_constraint=None, bias_constraint=None,
+                 temperature=1.0, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         num_iterations = check_positive_int("num_iterations", num_iterations)
@@ -110,6 +116,7 @@ class DynamicRouting(keras.layers.Layer):
         if bias_initializer is None:
             bias_initializer = keras.initializers.Constant(0.1)
         super().__init__(**kwargs)
+        self._init_temperature(temperature)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.num_iterations = num_iterations
@@ -146,6 +153,7 @@ class DynamicRouting(keras.layers.Layer):
                 constraint=self.bias_constraint)
         else:
             self.bias = None
+        self._build_temperature()
 
     def call(self, inputs, return_couplings=False):
         self._check_input_shape(inputs.shape)
@@ -166,7 +174,8 @@ class DynamicRouting(keras.layers.Layer):
                 votes = ops.stop_gradient(live_votes)
             else:
                 votes = live_votes
-            couplings = self._couplings(logits)  # (b, j, i)
+            couplings = ops.cast(self._couplings(logits),
+                                 votes.dtype)  # (b, j, i)
             # (b, j, 1, i) @ (b, j, i, z) -> (b, j, z)
             weighted = ops.squeeze(
                 ops.matmul(ops.expand_dims(couplings, 2), votes), 2)
@@ -184,10 +193,10 @@ class DynamicRouting(keras.layers.Layer):
 
     def _couplings(self, logits):
         if not self.leaky:
-            return ops.softmax(logits, axis=1)
+            return self._tempered_softmax(logits, axis=1)
         leak = ops.zeros_like(logits[:, :1, :])  # (b, 1, i)
-        couplings = ops.softmax(ops.concatenate([leak, logits], axis=1),
-                                axis=1)
+        couplings = self._tempered_softmax(
+            ops.concatenate([leak, logits], axis=1), axis=1)
         return couplings[:, 1:, :]
 
     def compute_output_shape(self, input_shape):
@@ -232,6 +241,7 @@ class DynamicRouting(keras.layers.Layer):
             "stop_inner_gradients": self.stop_inner_gradients,
             "leaky": self.leaky,
             "use_bias": self.use_bias,
+            "temperature": self.temperature,
             "kernel_initializer":
                 keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer":

@@ -121,7 +121,8 @@ class TestCase(parameterized.TestCase):
             expected_output: Optional expected output values.
             expected_num_trainable_weights: int.
             expected_num_non_trainable_weights: int.
-            expected_num_parameters: int. Total number of scalars in weights.
+            expected_num_parameters: int. Number of scalars in the trainable
+                weights (a routing temperature is not counted).
             call_kwargs: dict of extra keyword arguments for `call`.
             run_training_check: bool. Run one `fit` step.
             run_mixed_precision_check: bool. Run the mixed-precision passes.
@@ -179,7 +180,9 @@ class TestCase(parameterized.TestCase):
             self.assertLen(layer.non_trainable_weights,
                            expected_num_non_trainable_weights)
         if expected_num_parameters is not None:
-            self.assertEqual(layer.count_params(), expected_num_parameters)
+            num_parameters = sum(int(np.prod(weight.shape))
+                                 for weight in layer.trainable_weights)
+            self.assertEqual(num_parameters, expected_num_parameters)
 
     def _run_symbolic_call_check(self, layer, input_data, call_kwargs,
                                  expected_output_shape):

@@ -51,7 +51,7 @@ class DynamicRoutingTest(TestCase):
             input_shape=(2, 5, 3),
             expected_output_shape=(2, 3, 4),
             expected_num_trainable_weights=num_weights,
-            expected_num_non_trainable_weights=0,
+            expected_num_non_trainable_weights=1,
             expected_num_parameters=num_parameters,
         )
 
@@ -59,10 +59,12 @@ class DynamicRoutingTest(TestCase):
         layer = DynamicRouting(10, 16)
         layer.build((None, 1152, 8))
         self.assertEqual(tuple(layer.kernel.shape), (1152, 8, 10, 16))
-        self.assertEqual(layer.count_params(), DIGIT_CAPS_PARAMS)
+        # One more for the routing temperature.
+        self.assertEqual(layer.count_params(), DIGIT_CAPS_PARAMS + 1)
         layer = DynamicRouting(10, 16, use_bias=True)
         layer.build((None, 1152, 8))
-        self.assertEqual(layer.count_params(), DIGIT_CAPS_PARAMS_WITH_BIAS)
+        self.assertEqual(layer.count_params(),
+                         DIGIT_CAPS_PARAMS_WITH_BIAS + 1)
         self.assertAllClose(_numpy(layer.bias), np.full((10, 16), 0.1))
 
     @parameterized.named_parameters(
