@@ -2,10 +2,9 @@
 
 References: the real smallNORB weights of the official repository and the
 official graph's outputs for 8 inputs (in `$KERAS_CAPS_DATA_DIR/official/`,
-skipped when absent); for the other files, HDF5 files written here in the
-official layout (Keras 2 `save_weights` structure, names and shapes of the
-official graphs) from known weights, and a NumPy forward pass of the
-official original-CapsNet graph.
+skipped when absent); for the other files, HDF5 files written in the
+official layout from known weights (`official_layouts.py`), and a NumPy
+forward pass of the official original-CapsNet graph.
 """
 
 import os
@@ -19,6 +18,12 @@ from numpy.lib.stride_tricks import sliding_window_view
 from keras_caps.applications import CapsNet
 from keras_caps.applications import EfficientCapsNet
 from keras_caps.applications import load_official_weights
+from tests.applications.official_layouts import LAYOUTS
+from tests.applications.official_layouts import expected_capsnet
+from tests.applications.official_layouts import expected_decoder
+from tests.applications.official_layouts import expected_efficient_capsnet
+from tests.applications.official_layouts import known_weights
+from tests.applications.official_layouts import write_official_file
 
 OFFICIAL_DIR = os.path.join(os.environ.get("KERAS_CAPS_DATA_DIR", ""),
                             "official")
@@ -30,96 +35,6 @@ needs_official_data = pytest.mark.skipif(
     not (os.environ.get("KERAS_CAPS_DATA_DIR")
          and os.path.exists(SMALLNORB_WEIGHTS)),
     reason="needs the official weights in $KERAS_CAPS_DATA_DIR/official")
-
-
-# === Official layouts: (layer, [(weight, shape)]) per nested model ===
-
-def _efficient_capsnet_layout(primary_kernel, image_size):
-    """Efficient-CapsNet MNIST / MultiMNIST (official graph, Keras 2 names)."""
-    network = []
-    channels = [1, 32, 64, 64, 128]
-    kernels = [5, 3, 3, 3]
-    for index in range(4):
-        conv = "conv2d" if index == 0 else f"conv2d_{index}"
-        norm = ("batch_normalization" if index == 0
-                else f"batch_normalization_{index}")
-        filters = channels[index + 1]
-        network.append((conv, [
-            ("kernel", (kernels[index], kernels[index], channels[index],
-                        filters)),
-            ("bias", (filters,))]))
-        network.append((norm, [(name, (filters,)) for name in (
-            "gamma", "beta", "moving_mean", "moving_variance")]))
-    network.append(("conv2d_4", [
-        ("kernel", (primary_kernel, primary_kernel, 1, 128)),
-        ("bias", (128,))]))
-    network.append(("fc_caps", [("W", (10, 16, 8, 16)), ("b", (10, 16, 1))]))
-    return ("Efficient_CapsNet", network), ("Generator", _dense_generator(
-        image_size))
-
-
-def _dense_generator(image_size):
-    return [("dense", [("kernel", (160, 512)), ("bias", (512,))]),
-            ("dense_1", [("kernel", (512, 1024)), ("bias", (1024,))]),
-            ("dense_2", [("kernel", (1024, image_size)),
-                         ("bias", (image_size,))])]
-
-
-def _original_capsnet_layout():
-    network = [
-        ("conv2d", [("kernel", (9, 9, 1, 256)), ("bias", (256,))]),
-        ("primary_caps", [("kernel", (9, 9, 256, 256)),
-                          ("biases", (32, 8))]),
-        ("digit_caps", [("W", (1152, 8, 160)), ("biases", (10, 16))]),
-    ]
-    return ("Original_CapsNet", network), ("Generator", _dense_generator(784))
-
-
-LAYOUTS = {
-    "mnist": _efficient_capsnet_layout(9, 784),
-    "multi_mnist": _efficient_capsnet_layout(5, 1296),
-    "capsnet": _original_capsnet_layout(),
-}
-
-
-def _known_weights(layout, seed):
-    rng = np.random.default_rng(seed)
-    values = {}
-    for group, layers in layout:
-        for layer, weights in layers:
-            for name, shape in weights:
-                value = rng.normal(0.0, 0.05, shape).astype("float32")
-                if name == "moving_variance":
-                    value = np.abs(value) + 0.5
-                values[f"{group}/{layer}/{name}:0"] = value
-    return values
-
-
-def _write_official_file(path, layout, values):
-    """A Keras 2 `save_weights` HDF5 file: nested models as groups.
-
-    As Keras 2 does, each nested model lists its trainable weights first
-    and its non-trainable ones (batch-norm statistics) after them.
-    """
-    with h5py.File(path, "w") as file:
-        groups = [group for group, _ in layout]
-        file.attrs["layer_names"] = np.array(
-            [b"input_1"] + [g.encode() for g in groups] + [b"mask"])
-        file.attrs["backend"] = b"tensorflow"
-        file.attrs["keras_version"] = b"2.4.0"
-        for name in ("input_1", "mask"):
-            file.create_group(name).attrs["weight_names"] = np.array([])
-        for group_name, layers in layout:
-            group = file.create_group(group_name)
-            names = [f"{layer}/{name}:0" for layer, weights in layers
-                     for name, _ in weights]
-            trainable = [n for n in names if "moving_" not in n]
-            statistics = [n for n in names if "moving_" in n]
-            group.attrs["weight_names"] = np.array(
-                [n.encode() for n in trainable + statistics])
-            for name in names:
-                group.create_dataset(name,
-                                     data=values[f"{group_name}/{name}"])
 
 
 def _model_weights(model):
@@ -138,9 +53,9 @@ def official_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("official")
     files = {}
     for seed, (kind, layout) in enumerate(LAYOUTS.items()):
-        values = _known_weights(layout, seed)
+        values = known_weights(layout, seed)
         path = str(folder / f"{kind}.h5")
-        _write_official_file(path, layout, values)
+        write_official_file(path, layout, values)
         files[kind] = (path, values)
     return files
 
@@ -186,66 +101,15 @@ def test_smallnorb_weights_do_not_fit_the_mnist_model():
 
 # === Round trips of files written in the official layouts ===
 
-def _expected_efficient_capsnet(values, group="Efficient_CapsNet"):
-    def file(name):
-        return values[f"{group}/{name}:0"]
-
-    expected = {}
-    for index in range(4):
-        conv = "conv2d" if index == 0 else f"conv2d_{index}"
-        norm = ("batch_normalization" if index == 0
-                else f"batch_normalization_{index}")
-        expected[f"conv_{index + 1}/kernel"] = file(f"{conv}/kernel")
-        expected[f"conv_{index + 1}/bias"] = file(f"{conv}/bias")
-        for name in ("gamma", "beta", "moving_mean", "moving_variance"):
-            expected[f"batch_norm_{index + 1}/{name}"] = file(
-                f"{norm}/{name}")
-    # Grouped (k, k, 1, C) -> depthwise (k, k, C, 1).
-    expected["primary_caps/depthwise_conv/kernel"] = file(
-        "conv2d_4/kernel")[:, :, 0, :, np.newaxis]
-    expected["primary_caps/depthwise_conv/bias"] = file("conv2d_4/bias")
-    expected["digit_caps/kernel"] = file("fc_caps/W")
-    expected["digit_caps/prior"] = file("fc_caps/b")
-    return expected
-
-
-def _expected_decoder(values, first_dense="dense_1"):
-    expected = {}
-    for index, name in enumerate(("dense", "dense_1", "dense_2")):
-        for weight in ("kernel", "bias"):
-            expected[f"decoder/dense_{index + 1}/{weight}"] = values[
-                f"Generator/{name}/{weight}:0"]
-    return expected
-
-
-def _expected_capsnet(values):
-    group = "Original_CapsNet"
-    votes = values[f"{group}/digit_caps/W:0"]  # (h*w*type, 8, 10*16)
-    ours = np.empty((1152, 8, 10, 16), "float32")
-    for position in range(36):
-        for capsule_type in range(32):
-            # Official capsule (h, w, type) is our capsule (type, h, w).
-            ours[capsule_type * 36 + position] = votes[
-                position * 32 + capsule_type].reshape(8, 10, 16)
-    return {
-        "conv_1/kernel": values[f"{group}/conv2d/kernel:0"],
-        "conv_1/bias": values[f"{group}/conv2d/bias:0"],
-        "primary_caps/conv/kernel": values[f"{group}/primary_caps/kernel:0"],
-        "primary_caps/bias": values[f"{group}/primary_caps/biases:0"],
-        "digit_caps/kernel": ours,
-        "digit_caps/bias": values[f"{group}/digit_caps/biases:0"],
-    }
-
-
 @pytest.mark.parametrize("kind", ["mnist", "multi_mnist", "capsnet"])
 def test_official_layout_round_trip(official_files, kind):
     path, values = official_files[kind]
     model = _build(kind, weights=path)
     if kind == "capsnet":
-        expected = _expected_capsnet(values)
+        expected = expected_capsnet(values)
     else:
-        expected = _expected_efficient_capsnet(values)
-    expected.update(_expected_decoder(values))
+        expected = expected_efficient_capsnet(values)
+    expected.update(expected_decoder(values))
     loaded = _model_weights(model)
     assert sorted(loaded) == sorted(expected)
     for name, value in expected.items():
@@ -257,7 +121,7 @@ def test_model_without_decoder_loads_the_capsule_network(official_files):
     model = _build("mnist", reconstruction=False)
     load_official_weights(model, path)
     loaded = _model_weights(model)
-    for name, value in _expected_efficient_capsnet(values).items():
+    for name, value in expected_efficient_capsnet(values).items():
         np.testing.assert_array_equal(loaded[name], value, err_msg=name)
 
 
@@ -303,7 +167,7 @@ def test_original_capsnet_matches_the_official_graph(official_files):
     # Bigger weights than the round-trip ones, so routing is not trivial.
     values = {name: value * 2 for name, value in values.items()}
     scaled = path.replace(".h5", "_scaled.h5")
-    _write_official_file(scaled, LAYOUTS["capsnet"], values)
+    write_official_file(scaled, LAYOUTS["capsnet"], values)
     model = _build("capsnet", reconstruction=False, weights=scaled)
     images = np.random.default_rng(3).uniform(0, 255, (2, 28, 28, 1))
     expected = _official_capsnet_lengths(images / 255.0, values)
@@ -355,7 +219,7 @@ def test_a_bad_decoder_leaves_the_capsule_network_untouched(
                                           ("bias", (1296,))])]
     layout = [(group, network), (generator, decoder)]
     path = str(tmp_path / "bad_decoder.h5")
-    _write_official_file(path, layout, _known_weights(layout, 7))
+    write_official_file(path, layout, known_weights(layout, 7))
     model = _build("mnist")
     before = _model_weights(model)
     with pytest.raises(ValueError, match=r"Generator/dense_2.*\(1024, 1296\)"
@@ -368,7 +232,7 @@ def test_a_missing_decoder_group_is_a_clear_error(tmp_path):
     (group, network), _ = LAYOUTS["mnist"]
     layout = [(group, network)]
     path = str(tmp_path / "no_decoder.h5")
-    _write_official_file(path, layout, _known_weights(layout, 1))
+    write_official_file(path, layout, known_weights(layout, 1))
     model = _build("mnist")
     before = _model_weights(model)
     with pytest.raises(ValueError, match="no 'Generator' group.*"
