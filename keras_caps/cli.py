@@ -5,6 +5,7 @@ Examples:
     keras-caps train --dataset mnist --data-dir ../shared/data/mnist
     keras-caps evaluate --model-path runs/efficient_capsnet_mnist/model.keras \
         --dataset mnist --data-dir ../shared/data/mnist
+    keras-caps evaluate --weights efficient_capsnet_MNIST.h5 --dataset mnist
     keras-caps export --model-path runs/efficient_capsnet_mnist/model.keras \
         --export-dir exported/mnist
     keras-caps plot reconstructions \
@@ -85,8 +86,16 @@ def _add_evaluate_command(commands):
     from keras_caps.datasets import DATASETS
 
     evaluate = commands.add_parser(
-        "evaluate", help="Evaluate a saved .keras model on the test split.")
-    evaluate.add_argument("--model-path", required=True)
+        "evaluate", help="Evaluate a saved .keras model, or official "
+        "Efficient-CapsNet/CapsNet .h5 weights, on the test split.")
+    source = evaluate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model-path")
+    source.add_argument("--weights", default=None,
+                        help="An official Keras 2 .h5 weights file: builds "
+                        "--model for --dataset and loads it.")
+    evaluate.add_argument("--model", default="efficient_capsnet",
+                          choices=["efficient_capsnet", "capsnet"],
+                          help="The model the --weights belong to.")
     evaluate.add_argument("--dataset", default="mnist",
                           choices=sorted(DATASETS))
     evaluate.add_argument("--batch-size", type=_positive_int, default=16)
@@ -188,9 +197,20 @@ def _run(args):
         print(json.dumps(record, indent=2, sort_keys=True))
         print(f"Saved model, export and metrics under {output_dir}")
     elif args.command == "evaluate":
-        record = training.evaluate(
-            args.model_path, args.dataset, batch_size=args.batch_size,
-            data_dir=args.data_dir, seed=args.seed, dataset_options=options)
+        if args.weights:
+            from keras_caps.training.official_evaluation import (
+                evaluate_official_weights,
+            )
+
+            record = evaluate_official_weights(
+                args.weights, args.dataset, model=args.model,
+                batch_size=args.batch_size, data_dir=args.data_dir,
+                seed=args.seed, dataset_options=options)
+        else:
+            record = training.evaluate(
+                args.model_path, args.dataset, batch_size=args.batch_size,
+                data_dir=args.data_dir, seed=args.seed,
+                dataset_options=options)
         if args.output:
             from keras_caps.training.atomic_files import write_json_atomically
 

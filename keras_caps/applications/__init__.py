@@ -4,9 +4,11 @@ Each family has a folder with its builder and presets, and a `ModelFamily`
 (e.g. `EFFICIENT_CAPSNET`) that holds what `keras-caps train` needs. The
 shared pieces builders use: `capsule_head` (lengths, masks, decoder and
 compiling), `decoders`, `image_inputs`, `presets` (lookup and learning-rate
-schedules), `compiling`. The transforms of a trained model
-(`inference_model`, `serving_model`, `fold_batch_normalization`,
-`credit_model`) live in `keras_caps.inference` and are re-exported here.
+schedules), `compiling`. `load_official_weights` (`official_weights`)
+reads the official Efficient-CapsNet repository's HDF5 weight files. The
+transforms of a trained model (`inference_model`, `serving_model`,
+`fold_batch_normalization`, `credit_model`) live in `keras_caps.inference`
+and are re-exported here.
 """
 
 from keras_caps.applications.capsnet import CAPSNET
@@ -25,6 +27,7 @@ from keras_caps.applications.inverted_attention_capsnet import (
     InvertedAttentionCapsNet,
 )
 from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.official_weights import load_official_weights
 from keras_caps.applications.vector_routing_capsnet import (
     VECTOR_ROUTING_CAPSNET,
 )

@@ -9,6 +9,8 @@ from keras_caps.applications.capsule_head import capsule_head_model
 from keras_caps.applications.compiling import builder_docstring
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.official_weights import check_weights_arguments
+from keras_caps.applications.official_weights import load_official_weights
 from keras_caps.validation import check_positive_int
 
 
@@ -16,7 +18,8 @@ from keras_caps.validation import check_positive_int
 @builder_docstring
 def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
             num_iterations=None, reconstruction=True, compile=True,
-            optimizer="auto", jit_compile="auto", name="capsnet"):
+            optimizer="auto", jit_compile="auto", weights=None,
+            name="capsnet"):
     """Builds the original CapsNet, compiled and ready for `model.fit`.
 
     The architecture of Sabour et al. (2017) for `dataset`: a 9x9
@@ -64,6 +67,12 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         optimizer: `"auto"` (Adam with the preset's learning rate, 1e-3)
             or a Keras optimizer.
         jit_compile: {jit_compile}
+        weights: str or `None`. Path of the official Keras 2 HDF5 weights
+            of the original CapsNet (`bin/original_capsnet_MNIST.h5` of
+            github.com/EscVM/Efficient-CapsNet) to load, see
+            `keras_caps.applications.load_official_weights`. Needs the
+            preset's `input_shape` and `num_classes`. Defaults to `None`
+            (random weights).
         name: str. Model name.
 
     Returns:
@@ -80,6 +89,8 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
     """
     preset = get_preset(dataset)
+    check_weights_arguments("CapsNet", weights, preset, input_shape,
+                            num_classes)
     input_shape = _check_input_shape(input_shape, preset)
     num_classes = resolve_num_classes(num_classes, preset)
     num_iterations = (preset["num_iterations"] if num_iterations is None
@@ -115,9 +126,12 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         decoder = decoders.dense_decoder(
             num_classes * preset["capsule_dim"], input_shape,
             num_objects=num_objects)
-    return capsule_head_model(images, class_capsules, decoder, preset, name,
-                              compile=compile, optimizer=optimizer,
-                              jit_compile=jit_compile)
+    model = capsule_head_model(images, class_capsules, decoder, preset, name,
+                               compile=compile, optimizer=optimizer,
+                               jit_compile=jit_compile)
+    if weights is not None:
+        load_official_weights(model, weights)
+    return model
 
 
 def get_preset(dataset):

@@ -12,6 +12,8 @@ from keras_caps.applications.efficient_capsnet.efficient_capsnet_presets import 
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.image_inputs import input_scaling_layer
 from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.official_weights import check_weights_arguments
+from keras_caps.applications.official_weights import load_official_weights
 
 
 @keras_caps_export("keras_caps.applications.EfficientCapsNet")
@@ -19,7 +21,7 @@ from keras_caps.applications.model_family import ModelFamily
 def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
                      reconstruction=True, input_statistics=None,
                      compile=True, optimizer="auto", jit_compile="auto",
-                     name="efficient_capsnet"):
+                     weights=None, name="efficient_capsnet"):
     """Builds Efficient-CapsNet, compiled and ready for `model.fit`.
 
     The official architecture of Mazzia et al. (2021) for `dataset`: a
@@ -61,6 +63,15 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         optimizer: `"auto"` (Adam with the preset's learning rate, 5e-4) or
             a Keras optimizer.
         jit_compile: {jit_compile}
+        weights: str or `None`. Path of an official Efficient-CapsNet
+            Keras 2 HDF5 weights file for this dataset
+            (`bin/efficient_capsnet_{MNIST,SMALLNORB,MULTIMNIST}.h5` of
+            github.com/EscVM/Efficient-CapsNet) to load, see
+            `keras_caps.applications.load_official_weights`. Needs the
+            preset's `input_shape` and `num_classes`, and for smallNORB
+            `input_statistics`: the training statistics to feed raw pixels,
+            or `((0, 0), (1, 1))` to feed images standardised as the
+            official code does. Defaults to `None` (random weights).
         name: str. Model name.
 
     Returns:
@@ -77,6 +88,8 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
     """
     preset = get_preset(dataset)
+    check_weights_arguments("EfficientCapsNet", weights, preset, input_shape,
+                            num_classes, input_statistics)
     input_shape = check_image_shape(input_shape, preset["input_shape"])
     _check_stem_fits(dataset, preset, input_shape)
     num_classes = resolve_num_classes(num_classes, preset)
@@ -103,9 +116,12 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     if reconstruction:
         decoder = _decoder(preset, input_shape,
                            num_classes * preset["capsule_dim"])
-    return capsule_head_model(images, class_capsules, decoder, preset, name,
-                              compile=compile, optimizer=optimizer,
-                              jit_compile=jit_compile)
+    model = capsule_head_model(images, class_capsules, decoder, preset, name,
+                               compile=compile, optimizer=optimizer,
+                               jit_compile=jit_compile)
+    if weights is not None:
+        load_official_weights(model, weights)
+    return model
 
 
 def get_preset(dataset):
