@@ -249,6 +249,12 @@ def _target_layers(model):
     return network, decoder
 
 
+def _loadable_weights(layer):
+    """`layer.weights` but its routing temperature, which files lack."""
+    temperature = getattr(layer, "temperature_variable", None)
+    return [weight for weight in layer.weights if weight is not temperature]
+
+
 def _sorted_weights(weights, kind_of):
     return sorted(weights, key=lambda w: _WEIGHT_RANK.get(kind_of(w), 9))
 
@@ -258,7 +264,7 @@ def _stage(path, official_layers, targets, part):
     staged = []
     for index, target in enumerate(targets):
         if index >= len(official_layers):
-            expected = [tuple(v.shape) for v in target.weights]
+            expected = [tuple(v.shape) for v in _loadable_weights(target)]
             raise ValueError(
                 f"The official weights file {path!r} does not fit this "
                 f"model: its {part} has {len(official_layers)} layers with "
@@ -283,7 +289,8 @@ def _stage(path, official_layers, targets, part):
 
 def _stage_layer(path, official, target, targets):
     file_weights = _sorted_weights(official.weights, lambda w: w[0])
-    variables = _sorted_weights(target.weights, lambda v: v.name)
+    variables = _sorted_weights(_loadable_weights(target),
+                                lambda v: v.name)
     if len(file_weights) != len(variables):
         raise ValueError(
             f"The official weights file {path!r} does not fit this model: "
