@@ -146,6 +146,15 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
                 return _train_worker(family, settings, data_dir, validation,
                                      distribution, work_dir,
                                      backup_frequency, verbose)
+            export_dir = os.path.join(output_dir, "export")
+            model_path = os.path.join(output_dir, "model.keras")
+            # Fails now rather than after training if `export/` holds
+            # anything but an export of keras_caps (which a rerun
+            # replaces); before `run.json` is written unless `fresh`
+            # first deletes an export of ours.
+            if not fresh:
+                check_export_target(export_dir, overwrite=True,
+                                    model_path=model_path)
             run = RunFolder(output_dir, settings)
             progress = run.open(fresh=fresh)
             metrics_path = os.path.join(output_dir, "metrics.json")
@@ -157,12 +166,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
                     "again).", output_dir)
                 with open(metrics_path) as file:
                     return json.load(file)
-            # Fails now rather than after training if `export/` holds
-            # anything but an export of keras_caps (which a rerun
-            # replaces).
-            check_export_target(
-                os.path.join(output_dir, "export"), overwrite=True,
-                model_path=os.path.join(output_dir, "model.keras"))
+            check_export_target(export_dir, overwrite=True,
+                                model_path=model_path)
             network, splits = _build(family, settings, data_dir,
                                      validation, distribution)
             record = _train_chief(network, splits, family, settings, run,
