@@ -4,8 +4,8 @@
 holding the interpreter, until every worker has joined: a peer that never
 starts makes it wait silently and forever, and TensorFlow's own SIGTERM
 handler swallows the signals meant to stop it. `wait_for_workers` runs
-first: it listens on this worker's cluster port (so peers see it has
-started) and polls every peer's until all accept connections, logging
+first: it listens on this worker's cluster port and greets every peer on
+theirs until all have started and greeted it back, logging
 which workers it waits for, raising `WorkersNotReadyError` after `timeout`
 seconds and leaving with exit status 128 + the signal on SIGTERM or SIGINT.
 The port is released before TensorFlow's server binds it.
@@ -59,18 +59,23 @@ def wait_for_workers(cluster, task_type, task_id, timeout,
     if not peers:
         return
     own_address = cluster[task_type][task_id]
+    own_name = f"{task_type} {task_id}"
     listener = _listen(own_address)
     handlers = _stop_on_signals()
+    # A worker leaves once it has greeted every peer *and* been greeted by
+    # every peer: a peer that still waits has then already reached it, so
+    # closing its port (for TensorFlow's server) never strands one.
+    greeted, heard = set(), set()
     try:
         start = last_log = time.monotonic()
-        waiting = dict(peers)
-        logging.info("Waiting for workers to start: %s",
-                     _describe(waiting))
+        logging.info("Waiting for workers to start: %s", _describe(peers))
         while True:
-            _drain(listener)
-            for name, address in list(waiting.items()):
-                if _accepts_connections(address):
-                    del waiting[name]
+            heard.update(_read_greetings(listener))
+            for name, address in peers.items():
+                if name not in greeted and _greet(address, own_name):
+                    greeted.add(name)
+            waiting = {name: address for name, address in peers.items()
+                       if name not in greeted or name not in heard}
             if not waiting:
                 logging.info("All %d workers have started.", len(peers) + 1)
                 return
@@ -78,10 +83,10 @@ def wait_for_workers(cluster, task_type, task_id, timeout,
             if now - start >= timeout:
                 raise WorkersNotReadyError(
                     f"Timed out after {timeout:g} s waiting for workers to "
-                    f"start: {_describe(waiting)} (this is {task_type} "
-                    f"{task_id} at {own_address}). Start them with the same "
-                    "command and their own TF_CONFIG, check the addresses "
-                    "in TF_CONFIG, or raise `--worker-timeout`.")
+                    f"start: {_describe(waiting)} (this is {own_name} at "
+                    f"{own_address}). Start them with the same command and "
+                    "their own TF_CONFIG, check the addresses in TF_CONFIG, "
+                    "or raise `--worker-timeout`.")
             if now - last_log >= log_seconds:
                 logging.info("Still waiting (%.0f s of %g s) for workers to "
                              "start: %s", now - start, timeout,
@@ -119,20 +124,28 @@ def _listen(address):
     return listener
 
 
-def _drain(listener):
-    """Accepts and closes the peers' probes, so the backlog stays empty."""
+def _read_greetings(listener):
+    """The names in the greetings waiting on `listener`."""
+    names = set()
     while True:
         try:
             connection, _ = listener.accept()
         except (BlockingIOError, InterruptedError):
-            return
-        connection.close()
+            return names
+        with connection:
+            connection.settimeout(1.0)
+            try:
+                names.add(connection.recv(256).decode("utf-8", "replace"))
+            except OSError:
+                pass
 
 
-def _accepts_connections(address):
+def _greet(address, own_name):
+    """Sends this worker's name to `address`; whether it was accepted."""
     try:
-        with socket.create_connection(_split(address), timeout=1.0):
-            return True
+        with socket.create_connection(_split(address), timeout=1.0) as peer:
+            peer.sendall(own_name.encode("utf-8"))
+        return True
     except OSError:
         return False
 
