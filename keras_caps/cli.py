@@ -80,6 +80,18 @@ def _add_train_command(commands):
                        help="Enable TensorFlow op determinism.")
     train.add_argument("--backup-frequency", type=_positive_int, default=500,
                        help="Steps between crash-recovery backups.")
+    train.add_argument("--fresh", action="store_true",
+                       help="Delete what an earlier run wrote in "
+                       "--output-dir (its run.json, backup/, checkpoints/, "
+                       "history.csv, logs/, model.keras, keras-caps "
+                       "export/ and metrics.json; nothing else) and train "
+                       "from scratch. Without it, a folder made with other "
+                       "settings is refused and one with the same settings "
+                       "is resumed.")
+    train.add_argument("--worker-timeout", type=_positive_float,
+                       default=600.0, metavar="SECONDS",
+                       help="multi_worker: how long to wait for the other "
+                       "workers to start before giving up (default 600).")
 
 
 def _add_evaluate_command(commands):
@@ -173,6 +185,23 @@ def main(argv=None):
     except (ValueError, FileNotFoundError) as error:
         print(f"keras-caps {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except (OSError, RuntimeError) as error:
+        # The environment, not the arguments: a folder in use (run.lock),
+        # workers that never started, a full or read-only disk.
+        from keras_caps.training.run_lock import FolderInUseError
+
+        if isinstance(error, RuntimeError) and not isinstance(
+                error, FolderInUseError):
+            raise
+        print(f"keras-caps {args.command}: error: {_one_line(error)}",
+              file=sys.stderr)
+        return 1
+
+
+def _one_line(error):
+    if isinstance(error, OSError) and error.strerror and error.filename:
+        return f"{error.strerror}: {error.filename!r}"
+    return " ".join(str(error).split())
 
 
 def _run(args):
@@ -193,7 +222,8 @@ def _run(args):
             deterministic=args.deterministic,
             steps_per_epoch=args.steps_per_epoch,
             backup_frequency=args.backup_frequency,
-            dataset_options=options)
+            dataset_options=options, fresh=args.fresh,
+            worker_timeout=args.worker_timeout)
         print(json.dumps(record, indent=2, sort_keys=True))
         print(f"Saved model, export and metrics under {output_dir}")
     elif args.command == "evaluate":
@@ -273,6 +303,18 @@ def _non_negative_int(text):
     if value < 0:
         raise argparse.ArgumentTypeError(
             f"expected a non-negative integer, received {text!r}")
+    return value
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number, received {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number, received {text!r}")
     return value
 
 

@@ -1,12 +1,16 @@
 """The training recipe behind `keras-caps train` and `keras-caps evaluate`.
 
-One run writes, under its output folder:
+One run writes, under its output folder (and owns only these names):
 
-- `backup/`: `BackupAndRestore` state while training (deleted at the end);
-  running the same command again after a crash resumes from it;
+- `run.json`: the run's settings and how far it got (see `RunFolder`): a
+  rerun with other settings is refused, one with the same settings
+  resumes, or finishes what is missing, or (once complete) does nothing;
+- `run.lock`: held while the run lives (see `RunLock`);
+- `backup/`: `BackupAndRestore` state, kept until every artifact below is
+  written; running the same command again after a crash resumes from it;
 - `checkpoints/best.keras` (+ `.json`): the best model on the validation
   metric, written atomically;
-- `history.csv` and `logs/` (TensorBoard);
+- `history.csv` (one row per finished epoch) and `logs/` (TensorBoard);
 - `model.keras`: the selected (best-on-validation) model;
 - `export/`: the SavedModel of the inference graph, raw images in;
 - `metrics.json`: test metrics labelled with protocol, hardware, precision
@@ -26,10 +30,16 @@ import tensorflow as tf
 from keras_caps import datasets
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
+from keras_caps.export import is_keras_caps_export
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.best_checkpoint import BestCheckpoint
+from keras_caps.training.history_trim import HistoryTrim
 from keras_caps.training.model_recipe import MODELS
+from keras_caps.training.run_folder import RunFolder
+from keras_caps.training.run_folder import check_output_folder
+from keras_caps.training.run_lock import RunLock
+from keras_caps.training.strategy import DEFAULT_WORKER_TIMEOUT
 from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
 from keras_caps.training.strategy import shard_by_data
@@ -46,8 +56,18 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
           epochs=None, batch_size=None, precision="float32", strategy="auto",
           data_dir=None, seed=42, validation="holdout", reconstruction=None,
           deterministic=False, steps_per_epoch=None, backup_frequency=500,
-          verbose="auto", dataset_options=None):
+          verbose="auto", dataset_options=None, fresh=False,
+          worker_timeout=DEFAULT_WORKER_TIMEOUT):
     """Trains, selects on validation, tests, saves and exports one model.
+
+    The output folder belongs to one run: its settings (everything that
+    changes the result) are recorded in `run.json`. Called again with the
+    same settings, `train` resumes where the run stopped (mid-epoch from
+    the backup, or at the first missing artifact after training) and, once
+    the run is complete, does nothing but return its `metrics.json`. Other
+    settings raise a `ValueError` listing the differences, unless
+    `fresh=True`. A second process on the same folder raises
+    `FolderInUseError` at once.
 
     Args:
         model: str. A key of `MODELS`.
@@ -67,12 +87,17 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         reconstruction: bool. Train with the decoder. Defaults to `None`:
             with the decoder when the model has one.
         deterministic: bool. Enable TensorFlow op determinism.
-        steps_per_epoch: int. Limit the steps of each epoch (short runs).
+        steps_per_epoch: int. Limit the steps of each epoch (short runs); at
+            most the number of training batches in one epoch.
         backup_frequency: int. Steps between crash-recovery backups.
         verbose: Keras `fit` verbosity.
         dataset_options: dict of extra loader options (e.g. MultiMNIST's
             `partners_per_digit`), on top of (and overriding) the model
             recipe's own (e.g. CapsNet's shift augmentation).
+        fresh: bool. Delete what an earlier run wrote in `output_dir` (only
+            the files a run writes, see `RUN_FILES`) and train from scratch.
+        worker_timeout: float. Seconds the `multi_worker` strategy waits
+            for the other workers to start.
 
     Returns:
         The metrics record written to `metrics.json`.
@@ -83,15 +108,12 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     _check_choice("validation", validation, PROTOCOLS)
     preset = family.get_preset(dataset)
     reconstruction = family.resolve_reconstruction(reconstruction)
-    # Fails now rather than after training if `export/` holds anything but
-    # an export of keras_caps (which a rerun replaces).
-    check_export_target(os.path.join(output_dir, "export"), overwrite=True,
-                        model_path=os.path.join(output_dir, "model.keras"))
     dataset_options = {**family.dataset_options(dataset),
                        **(dataset_options or {})}
-    # The run's settings, as `metrics.json` records them; the dataset
-    # options are what `evaluate` needs to rebuild the same test set (input
-    # statistics, added later, are stored in the model itself).
+    # The run's settings, as `run.json` checks them and `metrics.json`
+    # records them; the dataset options are what `evaluate` needs to
+    # rebuild the same test set (input statistics, added later, are stored
+    # in the model itself).
     settings = {
         "model": model, "dataset": dataset,
         "protocol": PROTOCOLS[validation],
@@ -100,18 +122,18 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         "batch_size": (preset["batch_size"] if batch_size is None
                        else batch_size),
         "precision": precision, "seed": seed,
+        "reconstruction": reconstruction, "deterministic": deterministic,
         "dataset_options": dict(dataset_options),
     }
+    # A file, or a folder this user cannot write, fails before anything.
+    check_output_folder(output_dir)
     keras.utils.set_random_seed(seed)
     if deterministic:
         tf.config.experimental.enable_op_determinism()
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(precision)
     try:
-        distribution = get_strategy(strategy)
-        network, splits = _build(family, settings, reconstruction,
-                                 dataset_options, data_dir, validation,
-                                 distribution)
+        distribution = get_strategy(strategy, worker_timeout=worker_timeout)
         # Only the chief writes the run's files. Other workers keep their
         # own backup (so that a restarted cluster resumes every worker from
         # the same step), checkpoint and logs in a scratch folder of their
@@ -119,29 +141,123 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         chief = is_chief(distribution)
         work_dir = output_dir if chief else os.path.join(
             output_dir, f".{task_name(distribution)}")
-        record = {**settings, **_fit_select_and_test(
-            network, splits, family, settings, work_dir, backup_frequency,
-            verbose)}
-        record.update(
-            strategy=type(distribution).__name__,
-            num_replicas=distribution.num_replicas_in_sync,
-            hardware=describe_hardware(),
-            versions={"keras": keras.__version__,
-                      "tensorflow": tf.__version__})
-        if chief:
-            _write_outputs(network, output_dir, reconstruction, record)
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        logging.info("Test metrics: %s", json.dumps(record["test"]))
-        return record
+        with RunLock(work_dir):
+            if not chief:
+                return _train_worker(family, settings, data_dir, validation,
+                                     distribution, work_dir,
+                                     backup_frequency, verbose)
+            export_dir = os.path.join(output_dir, "export")
+            model_path = os.path.join(output_dir, "model.keras")
+            # Fails now rather than after training if `export/` holds
+            # anything but an export of keras_caps (which a rerun
+            # replaces); before `run.json` is written unless `fresh`
+            # first deletes an export of ours.
+            if not fresh:
+                check_export_target(export_dir, overwrite=True,
+                                    model_path=model_path)
+            run = RunFolder(output_dir, settings)
+            progress = run.open(fresh=fresh)
+            metrics_path = os.path.join(output_dir, "metrics.json")
+            if progress.get("complete") and not _missing_artifacts(
+                    output_dir):
+                logging.info(
+                    "The run in %s is already complete, with the same "
+                    "settings: nothing to do (pass --fresh to train it "
+                    "again).", output_dir)
+                with open(metrics_path) as file:
+                    return json.load(file)
+            check_export_target(export_dir, overwrite=True,
+                                model_path=model_path)
+            network, splits = _build(family, settings, data_dir,
+                                     validation, distribution)
+            record = _train_chief(network, splits, family, settings, run,
+                                  distribution, backup_frequency, verbose)
+            logging.info("Test metrics: %s", json.dumps(record["test"]))
+            return record
     finally:
         keras.config.set_dtype_policy(previous_policy)
 
 
-def _build(family, settings, reconstruction, dataset_options, data_dir,
-           validation, distribution):
+def _train_chief(network, splits, family, settings, run, distribution,
+                 backup_frequency, verbose):
+    """Trains or resumes, then writes each missing artifact in turn.
+
+    Each stage is recorded in `run.json` once its artifact is written, and
+    the backup is deleted last: a crash at any point leaves a folder that
+    the same command completes without repeating a finished stage.
+    """
+    output_dir = run.path
+    model_path = os.path.join(output_dir, "model.keras")
+    progress = run.progress
+    if "trained" in progress:  # Resumed after training: the saved model.
+        if not os.path.exists(model_path):
+            raise ValueError(
+                f"The run in {output_dir!r} finished training but its "
+                "model.keras is gone, so its remaining artifacts cannot be "
+                "written. Pass `--fresh` (`fresh=True`) to train again.")
+        network.load_weights(model_path)
+        logging.info("Training finished earlier in %s: writing what is "
+                     "missing.", output_dir)
+    else:
+        trained = _fit_and_select(network, splits, family, settings,
+                                  output_dir, backup_frequency, verbose,
+                                  keep_backup=True)
+        save_model_atomically(network, model_path)
+        run.update(trained=trained)
+    if "test" not in progress:
+        run.update(test=_test(network, splits["test"]))
+    export_dir = os.path.join(output_dir, "export")
+    if not progress.get("exported") or not is_keras_caps_export(export_dir):
+        # A rerun replaces the export of an earlier run (only an export of
+        # keras_caps: anything else at `export/` is refused, never
+        # deleted).
+        export_inference_model(network, export_dir,
+                               reconstruction=settings["reconstruction"],
+                               overwrite=True, model_path=model_path)
+        run.update(exported=True)
+    record = {**settings, **progress["trained"], "test": progress["test"],
+              **_environment(distribution)}
+    write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
+    shutil.rmtree(os.path.join(output_dir, "backup"), ignore_errors=True)
+    run.update(complete=True)
+    return record
+
+
+def _missing_artifacts(output_dir):
+    """The names of a complete run's artifacts that are missing."""
+    missing = [name for name in ("model.keras", "metrics.json")
+               if not os.path.exists(os.path.join(output_dir, name))]
+    if not is_keras_caps_export(os.path.join(output_dir, "export")):
+        missing.append("export")
+    return missing
+
+
+def _train_worker(family, settings, data_dir, validation, distribution,
+                  work_dir, backup_frequency, verbose):
+    """A non-chief worker: trains and tests in step with the chief."""
+    network, splits = _build(family, settings, data_dir, validation,
+                             distribution)
+    record = {**settings, **_fit_and_select(
+        network, splits, family, settings, work_dir, backup_frequency,
+        verbose, keep_backup=False)}
+    record["test"] = _test(network, splits["test"])
+    record.update(_environment(distribution))
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return record
+
+
+def _environment(distribution):
+    return {"strategy": type(distribution).__name__,
+            "num_replicas": distribution.num_replicas_in_sync,
+            "hardware": describe_hardware(),
+            "versions": {"keras": keras.__version__,
+                         "tensorflow": tf.__version__}}
+
+
+def _build(family, settings, data_dir, validation, distribution):
     """The model (built in the strategy's scope) and the three splits."""
     dataset, seed = settings["dataset"], settings["seed"]
+    dataset_options = settings["dataset_options"]
     input_statistics = None
     if family.standardizes_input(dataset):
         input_statistics = datasets.training_statistics(
@@ -154,30 +270,68 @@ def _build(family, settings, reconstruction, dataset_options, data_dir,
         split: shard_by_data(datasets.load(
             dataset, split, batch_size=settings["batch_size"],
             data_dir=data_dir, seed=seed, validation=validation,
-            reconstruction=reconstruction, **dataset_options))
+            reconstruction=settings["reconstruction"], **dataset_options))
         for split in ("train", "validation", "test")
     }
+    for split, data in splits.items():
+        _check_batches(data, split, dataset, settings["batch_size"],
+                       settings["steps_per_epoch"] if split == "train"
+                       else None)
     with distribution.scope():
-        network = family.build(dataset, reconstruction=reconstruction,
+        network = family.build(dataset,
+                               reconstruction=settings["reconstruction"],
                                input_statistics=input_statistics)
     _check_labels_match(network, splits["train"])
     return network, splits
 
 
-def _fit_select_and_test(network, splits, family, settings, work_dir,
-                         backup_frequency, verbose):
-    """Trains, reloads the best weights on validation, tests them.
+def _check_batches(data, split, dataset, batch_size, steps_per_epoch=None):
+    """Raises when a split yields no batch, or fewer than `steps_per_epoch`.
 
-    Returns the record's entries about selection, time and test metrics.
+    Returns the number of batches of one pass (`None` when unknown).
+    """
+    batches = int(tf.data.experimental.cardinality(data))
+    if batches in (tf.data.UNKNOWN_CARDINALITY,
+                   tf.data.INFINITE_CARDINALITY):
+        return None
+    if batches == 0:
+        why = ("it has fewer examples than one batch (training drops the "
+               "last partial batch)" if split == "train"
+               else "it has no examples")
+        raise ValueError(
+            f"The {split!r} split of {dataset!r} yields no batch of "
+            f"batch_size={batch_size}: {why}. Use a smaller `batch_size` or "
+            "more data.")
+    if steps_per_epoch is not None and steps_per_epoch > batches:
+        raise ValueError(
+            f"`steps_per_epoch` is larger than one epoch of the {split!r} "
+            f"split of {dataset!r}, which has {batches} batches of "
+            f"batch_size={batch_size}. Expected at most {batches}. "
+            f"Received: steps_per_epoch={steps_per_epoch}")
+    return batches
+
+
+def _fit_and_select(network, splits, family, settings, work_dir,
+                    backup_frequency, verbose, keep_backup):
+    """Trains (or resumes) and reloads the best weights on validation.
+
+    Returns the record's entries about selection and time.
     """
     os.makedirs(work_dir, exist_ok=True)
     checkpoint = BestCheckpoint(
         os.path.join(work_dir, "checkpoints", "best.keras"))
     callbacks = _callbacks(
         work_dir, checkpoint, backup_frequency,
-        family.learning_rate_schedule(settings["dataset"]))
+        family.learning_rate_schedule(settings["dataset"]), keep_backup)
+    train = splits["train"]
+    train_batches = int(tf.data.experimental.cardinality(train))
+    if settings["steps_per_epoch"] is not None:
+        # Keras does not restart the data at each epoch under
+        # `steps_per_epoch`: without `repeat`, epochs after the data ran
+        # out would be cut short (with only a warning).
+        train = train.repeat()
     start = time.time()
-    network.fit(splits["train"], validation_data=splits["validation"],
+    network.fit(train, validation_data=splits["validation"],
                 epochs=settings["epochs"],
                 steps_per_epoch=settings["steps_per_epoch"],
                 callbacks=callbacks, verbose=verbose,
@@ -185,42 +339,42 @@ def _fit_select_and_test(network, splits, family, settings, work_dir,
     train_seconds = time.time() - start
     if os.path.exists(checkpoint.path):
         network.load_weights(checkpoint.path)  # The selected model.
-    test_metrics = network.evaluate(splits["test"], return_dict=True,
-                                    verbose=0)
     return {
         "selected_epoch": (None if checkpoint.best_epoch is None
                            else checkpoint.best_epoch + 1),
         "monitor": checkpoint.monitor,
         "best_validation": checkpoint.best,
+        # What ran: each epoch's steps (`None` when the data's length is
+        # unknown and no limit was set).
+        "train_steps_per_epoch": settings["steps_per_epoch"] or (
+            train_batches if train_batches > 0 else None),
         "train_seconds_this_run": round(train_seconds, 1),
-        "test": {key: float(value) for key, value in test_metrics.items()},
     }
 
 
-def _write_outputs(network, output_dir, reconstruction, record):
-    """The chief's `model.keras`, `export/` and `metrics.json`."""
-    model_path = os.path.join(output_dir, "model.keras")
-    save_model_atomically(network, model_path)
-    # A rerun replaces the export of an earlier run (only an export of
-    # keras_caps: anything else at `export/` is refused, never deleted).
-    export_inference_model(network, os.path.join(output_dir, "export"),
-                           reconstruction=reconstruction, overwrite=True,
-                           model_path=model_path)
-    write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
+def _test(network, test_split):
+    metrics = network.evaluate(test_split, return_dict=True, verbose=0)
+    return {key: float(value) for key, value in metrics.items()}
 
 
-def _callbacks(work_dir, checkpoint, backup_frequency, schedule):
+def _callbacks(work_dir, checkpoint, backup_frequency, schedule,
+               keep_backup):
     # The scheduler comes first: it adds each epoch's `learning_rate` to
     # the logs that the CSV and TensorBoard logs then write.
     callbacks = [] if schedule is None else [
         keras.callbacks.LearningRateScheduler(schedule)]
+    history_path = os.path.join(work_dir, "history.csv")
     return callbacks + [
+        # Kept after training when `keep_backup`: the chief deletes it once
+        # every artifact is written.
         keras.callbacks.BackupAndRestore(
             os.path.join(work_dir, "backup"), save_freq=backup_frequency,
-            double_checkpoint=True),
+            double_checkpoint=True, delete_checkpoint=not keep_backup),
+        # After the restore (which sets the epoch to resume from), before
+        # the CSV log opens the file.
+        HistoryTrim(history_path),
         checkpoint,
-        keras.callbacks.CSVLogger(os.path.join(work_dir, "history.csv"),
-                                  append=True),
+        keras.callbacks.CSVLogger(history_path, append=True),
         keras.callbacks.TensorBoard(os.path.join(work_dir, "logs")),
     ]
 
@@ -251,6 +405,7 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     test = datasets.load(dataset, "test", batch_size=batch_size,
                          data_dir=data_dir, seed=seed,
                          reconstruction="label" in names, **options)
+    _check_batches(test, "test", dataset, batch_size)
     _check_labels_match(network, test)
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"model_path": os.path.abspath(model_path), "dataset": dataset,

@@ -3,20 +3,31 @@
 import json
 import logging
 import os
+import signal
+import threading
 
 import tensorflow as tf
+
+from keras_caps.training.worker_rendezvous import wait_for_workers
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 
 
-def get_strategy(name="auto", tpu_address=None):
+DEFAULT_WORKER_TIMEOUT = 600.0
+
+
+def get_strategy(name="auto", tpu_address=None,
+                 worker_timeout=DEFAULT_WORKER_TIMEOUT):
     """Creates the distribution strategy `name`.
 
     - `"one_device"`: the first GPU if there is one, else the CPU.
     - `"mirrored"`: `MirroredStrategy` over all local GPUs (or all logical
       devices of the CPU when there is no GPU).
     - `"multi_worker"`: `MultiWorkerMirroredStrategy` configured from the
-      `TF_CONFIG` environment variable, which must be set.
+      `TF_CONFIG` environment variable, which must be set. It first
+      waits (logging which) for the other workers to start, at most
+      `worker_timeout` seconds, and stops on SIGTERM or SIGINT meanwhile
+      (see `worker_rendezvous.wait_for_workers`).
     - `"tpu"`: `TPUStrategy` from a TPU cluster resolver (`tpu_address`, or
       the environment's TPU).
     - `"auto"`: a TPU if one can be resolved, else `multi_worker` when
@@ -30,6 +41,8 @@ def get_strategy(name="auto", tpu_address=None):
     Args:
         name: str. One of `STRATEGIES`.
         tpu_address: str or None. Address of the TPU for `"tpu"`.
+        worker_timeout: float. Seconds `"multi_worker"` waits for the other
+            workers to start. Defaults to 600.
 
     Returns:
         A `tf.distribute.Strategy`.
@@ -56,8 +69,8 @@ def get_strategy(name="auto", tpu_address=None):
                 "The `multi_worker` strategy needs the TF_CONFIG environment "
                 "variable describing the cluster and this worker's task. "
                 "Received: no TF_CONFIG")
-        _tf_config_cluster()  # Fail early on bad JSON.
-        return MultiWorkerMirroredStrategy()
+        cluster = _tf_config_cluster()  # Fail early on bad JSON.
+        return _multi_worker_strategy(cluster, worker_timeout)
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
         devices = ([d.name for d in gpus] if gpus else
@@ -67,6 +80,33 @@ def get_strategy(name="auto", tpu_address=None):
     device = gpus[0].name if gpus else "/cpu:0"
     logging.info("Training on one device: %s", device)
     return tf.distribute.OneDeviceStrategy(device)
+
+
+def _multi_worker_strategy(cluster, worker_timeout):
+    if (isinstance(worker_timeout, bool)
+            or not isinstance(worker_timeout, (int, float))
+            or not worker_timeout > 0):
+        raise ValueError(
+            "`worker_timeout` must be a positive number of seconds. "
+            f"Received: worker_timeout={worker_timeout!r}")
+    task = json.loads(os.environ["TF_CONFIG"]).get("task") or {}
+    task_type, task_id = task.get("type"), task.get("index", 0)
+    if cluster and task_type in cluster:
+        if (not isinstance(task_id, int)
+                or not 0 <= task_id < len(cluster[task_type])):
+            raise ValueError(
+                f"TF_CONFIG's task index {task_id} is not in its cluster's "
+                f"{task_type!r} list. Received: TF_CONFIG="
+                f"{os.environ['TF_CONFIG']!r}")
+        wait_for_workers(cluster, task_type, task_id, worker_timeout)
+    main_thread = threading.current_thread() is threading.main_thread()
+    sigterm_handler = signal.getsignal(signal.SIGTERM)
+    strategy = MultiWorkerMirroredStrategy()
+    if main_thread and sigterm_handler is not None:
+        # TensorFlow's preemption notifier replaced the SIGTERM handler
+        # with one that only logs: give SIGTERM its meaning back.
+        signal.signal(signal.SIGTERM, sigterm_handler)
+    return strategy
 
 
 class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):

@@ -160,18 +160,7 @@ def test_multi_mnist_selects_on_the_official_per_digit_accuracy():
     assert resolve_monitor("auto", logs) == "val_length_multi_digit_accuracy"
 
 
-def test_rerun_replaces_its_own_export_and_refuses_anything_else(tmp_path):
-    from keras_caps.applications import EfficientCapsNet
-    from keras_caps.training import fit
-
-    network = EfficientCapsNet("mnist", reconstruction=False)
-    run = tmp_path / "run"
-    for _ in range(2):  # A rerun on the same output folder.
-        fit._write_outputs(network, str(run), False, {"epochs": 1})
-    assert sorted(os.listdir(run)) == ["export", "metrics.json",
-                                       "model.keras"]
-    assert (run / "export" / "keras_caps_export.json").exists()
-
+def test_train_refuses_a_foreign_export_up_front(tmp_path):
     other = tmp_path / "other"
     (other / "export").mkdir(parents=True)
     (other / "export" / "notes.txt").write_text("keep me")
@@ -179,3 +168,69 @@ def test_rerun_replaces_its_own_export_and_refuses_anything_else(tmp_path):
         training.train(output_dir=str(other), epochs=1)
     assert os.listdir(other / "export") == ["notes.txt"]
     assert sorted(os.listdir(other)) == ["export"]
+
+
+# Runs the command with `keras.Model.export` replaced by the real export
+# followed by a SIGKILL of the process: killed at the last stage, after
+# training, testing and saving model.keras, with the SavedModel half-placed.
+_KILLED_DURING_EXPORT = """
+import os, signal, sys
+import keras
+from keras_caps import cli
+
+export = keras.Model.export
+
+def export_then_die(self, *args, **kwargs):
+    export(self, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+keras.Model.export = export_then_die
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_killed_during_export_a_rerun_finishes_without_training(
+        tmp_path, monkeypatch, caplog):
+    data_dir = _tiny_mnist(str(tmp_path / "mnist"), num_train=100,
+                           num_test=20)
+    output_dir = tmp_path / "run"
+    arguments = dict(epochs=2, batch_size=16, steps_per_epoch=2,
+                     backup_frequency=1)
+    worktree = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=worktree)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_DURING_EXPORT, "train", "--dataset",
+         "mnist", "--data-dir", data_dir, "--output-dir", str(output_dir),
+         "--epochs", "2", "--batch-size", "16", "--steps-per-epoch", "2",
+         "--backup-frequency", "1"], env=env, capture_output=True,
+        text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert _history_epochs(output_dir) == [0, 1]
+    assert (output_dir / "backup").exists()  # Kept until the end.
+    assert not (output_dir / "metrics.json").exists()
+    assert not (output_dir / "export").exists()
+    assert [name for name in os.listdir(output_dir)
+            if name.startswith(".export-")]  # The staged SavedModel.
+    model_time = (output_dir / "model.keras").stat().st_mtime_ns
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    # The same command again (in this process, to save a TensorFlow
+    # start): it must neither train nor test again.
+    monkeypatch.setattr(keras.Model, "fit", no_training)
+    monkeypatch.setattr(keras.Model, "evaluate", no_training)
+    caplog.set_level("INFO")
+    record = training.train(output_dir=str(output_dir), data_dir=data_dir,
+                            **arguments)
+    assert "writing what is missing" in caplog.text
+    assert _history_epochs(output_dir) == [0, 1]
+    assert (output_dir / "model.keras").stat().st_mtime_ns == model_time
+    assert (output_dir / "export" / "saved_model.pb").exists()
+    written = json.loads((output_dir / "metrics.json").read_text())
+    assert written == json.loads(json.dumps(record))
+    assert record["epochs"] == 2 and "length_accuracy" in record["test"]
+    assert not (output_dir / "backup").exists()
+    assert sorted(name for name in os.listdir(output_dir)
+                  if name.startswith(".")) == []  # The staged export too.

@@ -1,3 +1,5 @@
+import tempfile
+
 import pytest
 import tensorflow as tf
 
@@ -24,6 +26,8 @@ def _loader_options(monkeypatch, model, dataset, **train_kwargs):
         return tf.data.Dataset.range(1)
 
     monkeypatch.setattr(datasets, "load", fake_load)
+    # `train` claims its output folder (run.json) before loading data.
+    monkeypatch.chdir(tempfile.mkdtemp())
     with pytest.raises(_StopAfterLoad):
         training.train(model, dataset, output_dir="unused", **train_kwargs)
     return calls

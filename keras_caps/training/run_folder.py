@@ -1,0 +1,187 @@
+"""A training run's output folder: what it owns, its settings, its progress.
+
+`run.json` records the settings of the run that made the folder (everything
+that changes the result) and how far it got. A run reuses the folder only
+when the settings are the same (it then resumes, or finishes the missing
+artifacts, or, when complete, does nothing); other settings are refused,
+listing the differences, unless `fresh=True`, which deletes what an earlier
+run wrote (the names in `RUN_FILES`, and nothing else) and starts over.
+"""
+
+import json
+import logging
+import os
+import shutil
+
+from keras_caps.training.atomic_files import write_json_atomically
+
+RUN_RECORD = "run.json"
+# Everything a run writes in its folder, besides its lock (`run.lock`),
+# the hidden scratch folders of other workers and temporary names, which
+# start with `TEMPORARY_PREFIXES` (files being written, an export being
+# staged or replaced).
+RUN_FILES = ("run.json", "backup", "checkpoints", "history.csv", "logs",
+             "model.keras", "export", "metrics.json")
+TEMPORARY_PREFIXES = (".tmp-", ".export-", ".retired-")
+
+
+class RunFolder:
+    """The output folder of one training run and its `run.json`.
+
+    Args:
+        path: str. The output folder.
+        settings: dict. The run's settings, JSON-serialisable; a folder made
+            with other settings is refused.
+
+    Example:
+
+    ```python
+    folder = RunFolder("runs/mnist", {"seed": 1, "epochs": 3})
+    progress = folder.open()  # {} for a new run.
+    folder.update(trained=True)
+    ```
+    """
+
+    def __init__(self, path, settings):
+        self.path = path
+        self.settings = json.loads(json.dumps(settings))
+        self.record_path = os.path.join(path, RUN_RECORD)
+        self.progress = {}
+
+    def open(self, fresh=False):
+        """Checks the folder against the settings and claims it.
+
+        Args:
+            fresh: bool. Delete what an earlier run wrote and start over
+                instead of refusing other settings.
+
+        Returns:
+            The recorded progress (`{}` for a new or fresh run).
+        """
+        check_output_folder(self.path)
+        record = self._read_record()
+        if fresh:
+            self.clear()
+            record = None
+        elif record is None:
+            leftovers = [name for name in RUN_FILES
+                         if os.path.lexists(os.path.join(self.path, name))]
+            if leftovers:
+                raise ValueError(
+                    f"The output folder {self.path!r} holds files of a "
+                    f"training run ({', '.join(leftovers)}) but no "
+                    f"{RUN_RECORD} saying which settings made them (an "
+                    "earlier keras_caps version, or a crash before the run "
+                    "started), so it cannot be resumed safely. Pass "
+                    "`--fresh` (`fresh=True`) to delete them and start "
+                    "over, or use another `--output-dir`.")
+        else:
+            differences = describe_differences(record.get("settings", {}),
+                                               self.settings)
+            if differences:
+                raise ValueError(
+                    f"The output folder {self.path!r} belongs to a run with "
+                    f"other settings ({'; '.join(differences)}). Nothing was "
+                    "changed. Rerun with the same settings to resume it, "
+                    "pass `--fresh` (`fresh=True`) to delete that run's "
+                    "files and start over, or use another `--output-dir`.")
+        self.progress = {} if record is None else dict(
+            record.get("progress", {}))
+        self._remove_temporaries()  # Left by a killed run: we hold the lock.
+        if record != {"settings": self.settings, "progress": self.progress}:
+            self._write()
+        return dict(self.progress)
+
+    def update(self, **progress):
+        """Records finished stages (atomically)."""
+        self.progress.update(progress)
+        self._write()
+
+    @property
+    def complete(self):
+        return bool(self.progress.get("complete"))
+
+    def clear(self):
+        """Deletes what a run writes here (`RUN_FILES`) and nothing else.
+
+        `export/` is deleted only when it is an export of keras_caps.
+        """
+        from keras_caps.export.saved_model import is_keras_caps_export
+
+        removed = []
+        for name in RUN_FILES:
+            path = os.path.join(self.path, name)
+            if not os.path.lexists(path):
+                continue
+            if (name == "export" and os.path.isdir(path)
+                    and os.listdir(path) and not is_keras_caps_export(path)):
+                continue  # Not ours: the export check refuses it later.
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+            removed.append(name)
+        if removed:
+            logging.info("Started fresh in %s: deleted %s.", self.path,
+                         ", ".join(removed))
+
+    def _remove_temporaries(self):
+        for name in os.listdir(self.path):
+            if name.startswith(TEMPORARY_PREFIXES):
+                path = os.path.join(self.path, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.remove(path)
+
+    def _read_record(self):
+        if not os.path.exists(self.record_path):
+            return None
+        try:
+            with open(self.record_path) as file:
+                record = json.load(file)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as error:
+            raise ValueError(
+                f"The run record {self.record_path!r} is unreadable "
+                f"({error}). Pass `--fresh` (`fresh=True`) to delete the "
+                "run's files and start over, or use another "
+                "`--output-dir`.") from None
+        return record
+
+    def _write(self):
+        write_json_atomically(self.record_path, {
+            "settings": self.settings, "progress": self.progress})
+
+
+def describe_differences(recorded, requested):
+    """`["seed: 1 (folder) != 7 (this run)", ...]` for differing settings."""
+    differences = []
+    for key in sorted(set(recorded) | set(requested)):
+        missing = "<unset>"
+        old, new = recorded.get(key, missing), requested.get(key, missing)
+        if old != new:
+            differences.append(
+                f"{key}: {json.dumps(old) if old is not missing else old} in "
+                f"the folder, {json.dumps(new) if new is not missing else new}"
+                " now")
+    return differences
+
+
+def check_output_folder(path):
+    """Creates `path` if needed; a clear `ValueError` if it cannot be used."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise ValueError(
+            "The output folder exists and is not a folder. Expected a folder "
+            f"(or a new path). Received: output_dir={path!r}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise ValueError(
+            f"Cannot create the output folder: {error.strerror}. Received: "
+            f"output_dir={path!r}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(
+            "The output folder is not writable by this user. Received: "
+            f"output_dir={path!r}")

@@ -1,0 +1,229 @@
+"""A run's output folder: settings check, resume to the last artifact,
+`fresh`, and clear errors for folders and data that cannot be used (#16).
+
+One tiny run is trained once per module and copied for each test.
+"""
+
+import csv
+import json
+import os
+import shutil
+
+import keras
+import numpy as np
+import pytest
+
+from keras_caps import cli
+from keras_caps import training
+from keras_caps.testing import synthetic_digits
+from keras_caps.testing import write_idx_dataset
+from keras_caps.training.run_folder import RunFolder
+from keras_caps.training.run_folder import describe_differences
+
+ARGUMENTS = dict(epochs=2, batch_size=16, steps_per_epoch=3, verbose=0)
+
+
+def _history_epochs(folder):
+    with open(os.path.join(folder, "history.csv")) as file:
+        return [int(row["epoch"]) for row in csv.DictReader(file)]
+
+
+def _modification_times(folder):
+    return {os.path.relpath(os.path.join(root, name), folder):
+            os.stat(os.path.join(root, name)).st_mtime_ns
+            for root, _, names in os.walk(folder) for name in names}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("finished")
+    data_dir = write_idx_dataset(str(base / "mnist"),
+                                 synthetic_digits(100, seed=0),
+                                 synthetic_digits(20, seed=1))
+    output_dir = str(base / "run")
+    record = training.train(output_dir=output_dir, data_dir=data_dir,
+                            **ARGUMENTS)
+    return data_dir, output_dir, record
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path):
+    data_dir, output_dir, record = finished_run
+    copy = str(tmp_path / "run")
+    shutil.copytree(output_dir, copy)
+    return data_dir, copy, record
+
+
+def test_a_finished_run_records_its_settings_and_what_ran(finished_run):
+    _, output_dir, record = finished_run
+    with open(os.path.join(output_dir, "run.json")) as file:
+        run = json.load(file)
+    assert run["settings"]["seed"] == 42
+    assert run["settings"]["steps_per_epoch"] == 3
+    assert run["settings"]["reconstruction"] is True
+    assert run["progress"]["complete"] is True
+    assert record["train_steps_per_epoch"] == 3
+    assert sorted(os.listdir(output_dir)) == [
+        "checkpoints", "export", "history.csv", "logs", "metrics.json",
+        "model.keras", "run.json"]  # No backup, lock or temporary left.
+
+
+def test_rerunning_a_finished_run_changes_nothing(run_copy, caplog):
+    data_dir, output_dir, record = run_copy
+    before = _modification_times(output_dir)
+    caplog.set_level("INFO")
+    again = training.train(output_dir=output_dir, data_dir=data_dir,
+                           **ARGUMENTS)
+    assert again == json.loads(json.dumps(record))
+    assert "already complete" in caplog.text
+    assert _modification_times(output_dir) == before
+
+
+def test_other_settings_are_refused_and_nothing_changes(run_copy):
+    data_dir, output_dir, _ = run_copy
+    before = _modification_times(output_dir)
+    with pytest.raises(ValueError) as info:
+        training.train(output_dir=output_dir, data_dir=data_dir,
+                       **{**ARGUMENTS, "steps_per_epoch": 2}, seed=7)
+    message = str(info.value)
+    assert "seed: 42 in the folder, 7 now" in message
+    assert "steps_per_epoch: 3 in the folder, 2 now" in message
+    assert "epochs" not in message and "--fresh" in message
+    with pytest.raises(ValueError, match="reconstruction: true in the "
+                       "folder, false now"):
+        training.train(output_dir=output_dir, data_dir=data_dir,
+                       reconstruction=False, **ARGUMENTS)
+    assert _modification_times(output_dir) == before
+
+
+def test_fresh_deletes_only_what_a_run_wrote(run_copy):
+    data_dir, output_dir, _ = run_copy
+    with open(os.path.join(output_dir, "notes.txt"), "w") as file:
+        file.write("keep me")
+    old = keras.saving.load_model(os.path.join(output_dir, "model.keras"))
+    record = training.train(output_dir=output_dir, data_dir=data_dir,
+                            **{**ARGUMENTS, "epochs": 1}, seed=7,
+                            fresh=True)
+    assert record["seed"] == 7 and record["epochs"] == 1
+    assert _history_epochs(output_dir) == [0]  # No row of the old run.
+    new = keras.saving.load_model(os.path.join(output_dir, "model.keras"))
+    assert not all(np.array_equal(a, b)
+                   for a, b in zip(old.get_weights(), new.get_weights()))
+    with open(os.path.join(output_dir, "run.json")) as file:
+        assert json.load(file)["settings"]["seed"] == 7
+    with open(os.path.join(output_dir, "notes.txt")) as file:
+        assert file.read() == "keep me"
+
+
+def test_a_crash_after_training_finishes_only_what_is_missing(
+        run_copy, monkeypatch):
+    """A run stopped before its export: the rerun does not train again."""
+    data_dir, output_dir, _ = run_copy
+    record_path = os.path.join(output_dir, "run.json")
+    with open(record_path) as file:
+        run = json.load(file)
+    for stage in ("exported", "complete"):
+        del run["progress"][stage]
+    with open(record_path, "w") as file:
+        json.dump(run, file)
+    os.remove(os.path.join(output_dir, "metrics.json"))
+    os.makedirs(os.path.join(output_dir, ".export-x1y2"))  # Killed export.
+    model_time = os.stat(os.path.join(output_dir, "model.keras")).st_mtime_ns
+    exported = os.path.join(output_dir, "export", "saved_model.pb")
+    export_time = os.stat(exported).st_mtime_ns
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(keras.Model, "fit", no_fit)
+    monkeypatch.setattr(keras.Model, "evaluate", no_fit)
+    record = training.train(output_dir=output_dir, data_dir=data_dir,
+                            **ARGUMENTS)
+    assert record["test"] == run["progress"]["test"]
+    # The earlier export of this run is replaced.
+    assert os.stat(exported).st_mtime_ns != export_time
+    assert os.path.exists(os.path.join(output_dir, "metrics.json"))
+    assert os.stat(os.path.join(output_dir, "model.keras")
+                   ).st_mtime_ns == model_time
+    assert _history_epochs(output_dir) == [0, 1]
+    assert not [name for name in os.listdir(output_dir)
+                if name.startswith(".")]
+
+
+def test_files_of_an_unknown_run_are_refused(tmp_path):
+    output_dir = tmp_path / "run"
+    output_dir.mkdir()
+    (output_dir / "history.csv").write_text("epoch,loss\n0,1.0\n")
+    with pytest.raises(ValueError, match="history.csv.*no run.json"):
+        RunFolder(str(output_dir), {"seed": 1}).open()
+    assert os.listdir(output_dir) == ["history.csv"]
+    (output_dir / "run.json").write_text("{garbage")
+    with pytest.raises(ValueError, match="run.json.*unreadable"):
+        RunFolder(str(output_dir), {"seed": 1}).open()
+
+
+def test_describe_differences():
+    assert describe_differences(
+        {"seed": 1, "epochs": 3, "model": "a"},
+        {"seed": 2, "epochs": 3, "precision": "float32"}) == [
+        'model: "a" in the folder, <unset> now',
+        'precision: <unset> in the folder, "float32" now',
+        "seed: 1 in the folder, 2 now"]
+
+
+@pytest.mark.parametrize("num_train, arguments, message", [
+    (10, {}, "'train' split of 'mnist' yields no batch of batch_size=16: "
+     "it has fewer examples than one batch"),
+    (100, {"steps_per_epoch": 6}, "`steps_per_epoch` is larger than one "
+     "epoch of the 'train' split of 'mnist', which has 5 batches"),
+])
+def test_too_little_data_is_a_clear_error(tmp_path, num_train, arguments,
+                                          message):
+    data_dir = write_idx_dataset(str(tmp_path / "mnist"),
+                                 synthetic_digits(num_train),
+                                 synthetic_digits(20))
+    with pytest.raises(ValueError) as info:
+        training.train(output_dir=str(tmp_path / "run"), data_dir=data_dir,
+                       epochs=1, batch_size=16, **arguments)
+    assert message in str(info.value)
+    assert not os.path.exists(tmp_path / "run" / "model.keras")
+
+
+def test_an_empty_test_set_is_a_clear_error(tmp_path):
+    data_dir = write_idx_dataset(
+        str(tmp_path / "mnist"), synthetic_digits(40),
+        (np.zeros((0, 28, 28), "uint8"), np.zeros((0,), "uint8")))
+    with pytest.raises(ValueError, match="'test' split of 'mnist' yields no "
+                       "batch of batch_size=16: it has no examples"):
+        training.train(output_dir=str(tmp_path / "run"), data_dir=data_dir,
+                       epochs=1, batch_size=16)
+
+
+def test_unusable_output_folders_are_one_line_errors(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("keep me")
+    for output_dir, message in (
+            (tmp_path / "a_file", "exists and is not a folder"),
+            (tmp_path / "a_file" / "run", "Cannot create the output folder: "
+             "Not a directory")):
+        code = cli.main(["train", "--output-dir", str(output_dir),
+                         "--epochs", "1"])
+        error = capsys.readouterr().err
+        assert code == 2, error
+        assert error.count("\n") == 1 and message in error, error
+        assert error.startswith("keras-caps train: error:")
+    assert (tmp_path / "a_file").read_text() == "keep me"
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="needs an unprivileged POSIX user")
+def test_a_read_only_output_folder_is_a_one_line_error(tmp_path, capsys):
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        assert cli.main(["train", "--output-dir", str(folder)]) == 2
+    finally:
+        folder.chmod(0o755)
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "not writable" in error, error
+    assert os.listdir(folder) == []
