@@ -111,6 +111,12 @@ def _add_export_command(commands):
                         "--export-dir. Anything else there (a file, other "
                         "files, a SavedModel from elsewhere) is never "
                         "replaced.")
+    export.add_argument("--input-range", default="pixels",
+                        choices=("pixels", "unit"),
+                        help="What the served signature takes: pixels "
+                        "(default), raw pixels in [0, 255] as the model "
+                        "was trained on; unit, images in [0, 1], which the "
+                        "signature multiplies by 255.")
     export.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="Precision of the served convolutions: "
                         "mixed_bfloat16 is faster on CPUs with "
@@ -229,7 +235,8 @@ def _run(args):
                                reconstruction=args.reconstruction,
                                precision=args.precision,
                                overwrite=args.overwrite,
-                               model_path=args.model_path)
+                               model_path=args.model_path,
+                               input_range=args.input_range)
         print(f"Exported the inference model to {args.export_dir}")
     return 0
 
