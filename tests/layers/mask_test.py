@@ -29,6 +29,13 @@ class MaskTest(TestCase):
             Mask, {}, input_data=[_capsules(), labels],
             expected_output_shape=(2, 12))
 
+    def test_integer_capsules_and_labels(self):
+        capsules = np.arange(2 * 4 * 3).reshape(2, 4, 3) - 10  # int64
+        labels = np.eye(4, dtype="int32")[[2, 0]]
+        expected = capsules * labels[:, :, None]  # hand-made label mask
+        masked = Mask()([capsules, labels], training=True)
+        self.assertAllClose(masked, expected.reshape(2, 12))
+
     def test_label_mask_while_training_length_mask_otherwise(self):
         capsules = _capsules()
         labels = np.eye(4, dtype="float32")[[2, 0]]
