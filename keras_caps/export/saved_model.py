@@ -46,7 +46,8 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     Nothing that keras_caps did not write is ever deleted: `path` must be
     absent, an empty folder, or (with `overwrite=True`) a previous export of
     keras_caps, recognised by the `keras_caps_export.json` file it holds
-    (with the package version, the source model path and the names of the
+    (with the package version, the source model path, the input range and
+    the names of the
     files written) and by holding nothing else. See `check_export_target`.
 
     Args:
@@ -101,6 +102,7 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
             json.dump({"keras_caps_version": __version__,
                        "model_path": (None if model_path is None
                                       else os.path.abspath(model_path)),
+                       "input_range": input_range,
                        "files": sorted(files)}, file, indent=2)
         # Checked again: the folder may have changed during the export.
         check_export_target(path, overwrite=overwrite, model_path=model_path)
