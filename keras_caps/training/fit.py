@@ -253,8 +253,10 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
                          data_dir=data_dir, seed=seed,
                          reconstruction="label" in names, **options)
     _check_labels_match(network, test)
-    first_images = keras.tree.flatten(next(iter(test.take(1)))[0])[0]
-    check_pixel_range(first_images.numpy(), f"the {dataset!r} test images")
+    inputs = next(iter(test.take(1)))[0]  # The first batch.
+    images = (inputs["image"] if isinstance(inputs, dict) and "image" in
+              inputs else keras.tree.flatten(inputs)[0])
+    check_pixel_range(images.numpy(), f"the {dataset!r} test images")
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"model_path": os.path.abspath(model_path), "dataset": dataset,
             "hardware": describe_hardware(),
