@@ -143,6 +143,16 @@ def test_evaluate_refuses_a_plain_keras_model(run_folder, tmp_path):
     assert "'scores'" in line
 
 
+def test_evaluate_refuses_an_uncompiled_model(run_folder, tmp_path, capsys):
+    path = str(tmp_path / "uncompiled.keras")
+    EfficientCapsNet("mnist", reconstruction=False, compile=False).save(path)
+    assert cli.main(["evaluate", "--model-path", path, "--data-dir",
+                     str(run_folder / "mnist")]) == 2
+    error = capsys.readouterr().err
+    assert "saved without its compiled loss and metrics" in error, error
+    assert error.count("\n") == 1
+
+
 def test_images_in_zero_one_are_refused_by_evaluate_and_plot(
         run_folder, tmp_path, capsys):
     """IDX files holding 0/1 pixels (images scaled to [0, 1])."""
