@@ -74,7 +74,8 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     Raises:
         ValueError: `path` exists and is not an empty folder or a previous
             export of keras_caps to overwrite; `reconstruction=True` for a
-            model without a decoder; an unknown `input_range`.
+            model without a decoder; an unknown `input_range`; a Keras
+            backend other than TensorFlow.
 
     Example:
 
@@ -87,6 +88,12 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     ['length']
     """
     check_choice("input_range", input_range, INPUT_RANGES)
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            "The SavedModel export needs the TensorFlow backend: run it "
+            "with KERAS_BACKEND=tensorflow (a model trained on another "
+            "backend loads there from its .keras file). Received: "
+            f"backend {keras.backend.backend()!r}")
     check_export_target(path, overwrite=overwrite, model_path=model_path)
     model = serving_model(model, reconstruction=reconstruction,
                           precision=precision)

@@ -482,3 +482,22 @@ def test_export_refuses_reconstruction_without_a_decoder(tiny_model,
     with pytest.raises(ValueError, match="`input_range`.*'0-1'"):
         export_inference_model(tiny_model, str(target), input_range="0-1")
     assert os.listdir(tmp_path) == []
+
+
+def test_export_on_another_backend_is_a_clear_error(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        from keras_caps.export import export_inference_model
+        try:
+            export_inference_model(None, sys.argv[1])
+        except ValueError as error:
+            print(error)
+    """)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="jax")
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "export")],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "needs the TensorFlow backend" in result.stdout
+    assert "'jax'" in result.stdout
+    assert os.listdir(tmp_path) == []
