@@ -19,6 +19,13 @@ def read_training_log(path):
     Returns:
         dict mapping each column name to a float64 array, one value per
         epoch (empty cells are NaN).
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        ValueError: the file is not a CSV log of numbers (binary data, a
+            row with another number of fields than the header, a cell that
+            is not a number), or holds no epochs; the message names the
+            file, and the line and column at fault.
     """
     if not os.path.exists(path):
         raise FileNotFoundError(
