@@ -35,6 +35,13 @@ class MaskTest(TestCase):
         expected = capsules * labels[:, :, None]  # hand-made label mask
         masked = Mask()([capsules, labels], training=True)
         self.assertAllClose(masked, expected.reshape(2, 12))
+        # Without labels the longest capsule is kept: (-10, -9, -8) in the
+        # first example, (11, 12, 13) in the second.
+        longest = np.eye(4)[np.argmax(np.linalg.norm(capsules, axis=-1), -1)]
+        self.assertEqual(longest.argmax(-1).tolist(), [0, 3])
+        masked = Mask()(capsules)
+        self.assertAllClose(masked,
+                            (capsules * longest[:, :, None]).reshape(2, 12))
 
     def test_label_mask_while_training_length_mask_otherwise(self):
         capsules = _capsules()
