@@ -132,6 +132,12 @@ def _add_export_command(commands):
                         "--export-dir. Anything else there (a file, other "
                         "files, a SavedModel from elsewhere) is never "
                         "replaced.")
+    export.add_argument("--input-range", default="pixels",
+                        choices=("pixels", "unit"),
+                        help="What the served signature takes: pixels "
+                        "(default), raw pixels in [0, 255] as the model "
+                        "was trained on; unit, images in [0, 1], which the "
+                        "signature multiplies by 255.")
     export.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="Precision of the served convolutions: "
                         "mixed_bfloat16 is faster on CPUs with "
@@ -227,6 +233,8 @@ def _run(args):
         print(json.dumps(record, indent=2, sort_keys=True))
         print(f"Saved model, export and metrics under {output_dir}")
     elif args.command == "evaluate":
+        if args.output:  # Checked before the (slow) evaluation.
+            _check_output_file(args.output, "--output")
         if args.weights:
             from keras_caps.training.official_evaluation import (
                 evaluate_official_weights,
@@ -241,11 +249,18 @@ def _run(args):
                 args.model_path, args.dataset, batch_size=args.batch_size,
                 data_dir=args.data_dir, seed=args.seed,
                 dataset_options=options)
+        # Printed first: a failed write below does not lose the metrics.
+        print(json.dumps(record, indent=2, sort_keys=True))
         if args.output:
             from keras_caps.training.atomic_files import write_json_atomically
 
-            write_json_atomically(args.output, record)
-        print(json.dumps(record, indent=2, sort_keys=True))
+            try:
+                write_json_atomically(args.output, record)
+            except OSError as error:
+                print(f"keras-caps evaluate: error: could not write "
+                      f"`--output` {args.output!r} ({error}); the metrics "
+                      "are printed above.", file=sys.stderr)
+                return 1
     elif args.command == "plot":
         from keras_caps.visualization import plot_to_file
 
@@ -263,10 +278,9 @@ def _run(args):
             return 2
         print(f"Wrote {output}")
     else:
-        import keras
-
         from keras_caps.export import check_export_target
         from keras_caps.export import export_inference_model
+        from keras_caps.inference import load_model_file
 
         if not os.path.exists(args.model_path):
             raise ValueError("No model at `--model-path`. Received: "
@@ -274,14 +288,30 @@ def _run(args):
         # Checked before the (slow) model load as well as by the export.
         check_export_target(args.export_dir, overwrite=args.overwrite,
                             model_path=args.model_path)
-        export_inference_model(keras.saving.load_model(args.model_path),
+        export_inference_model(load_model_file(args.model_path,
+                                               "--model-path"),
                                args.export_dir,
                                reconstruction=args.reconstruction,
                                precision=args.precision,
                                overwrite=args.overwrite,
-                               model_path=args.model_path)
+                               model_path=args.model_path,
+                               input_range=args.input_range)
         print(f"Exported the inference model to {args.export_dir}")
     return 0
+
+
+def _check_output_file(path, argument_name):
+    """Raises a `ValueError` unless a file can be written at `path`."""
+    if os.path.isdir(path):
+        raise ValueError(f"`{argument_name}` is a folder; expected a file "
+                         f"path. Received: {argument_name}={path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(folder):  # The nearest existing folder above.
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"`{argument_name}` cannot be written: {folder!r} is not a "
+            f"writable folder. Received: {argument_name}={path!r}")
 
 
 def _add_data_arguments(parser):

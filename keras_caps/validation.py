@@ -139,3 +139,18 @@ def _resolve(name, value, get, kind, examples):
             f"Received an invalid value for `{name}`, expected None, a "
             f"{kind} name, instance, config dict or callable (e.g. "
             f"{examples}). Received: {name}={value!r}") from None
+
+
+def cast_integer_input(inputs, dtype):
+    """Integer or boolean `inputs` (e.g. uint8 images) cast to `dtype`.
+
+    Keras casts floating inputs to a layer's compute dtype by itself, never
+    integer ones; the capsule layers call this first so `uint8` pixels or
+    integer labels work as their float values do. Floating inputs are
+    returned unchanged.
+    """
+    inputs = keras.ops.convert_to_tensor(inputs)
+    if keras.backend.is_float_dtype(keras.backend.standardize_dtype(
+            inputs.dtype)):
+        return inputs
+    return keras.ops.cast(inputs, dtype)

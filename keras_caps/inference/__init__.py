@@ -5,11 +5,15 @@ builder: `inference_model` (images in, no labels), `serving_model` (what
 gets exported: that graph with `fold_batch_normalization` applied,
 optionally with 16-bit convolutions) and `credit_model` (VectorRouting
 credit of each input position). `keras_caps.export` writes them as
-SavedModels.
+SavedModels. `load_model_file` loads a saved `.keras` model with errors
+that say what is wrong with the file, and `check_pixel_range` checks
+images against the models' input contract (raw pixels in [0, 255]).
 """
 
 from keras_caps.inference.batch_norm_folding import fold_batch_normalization
 from keras_caps.inference.credit_model import credit_model
 from keras_caps.inference.inference_model import inference_model
+from keras_caps.inference.model_file_loading import load_model_file
+from keras_caps.inference.pixel_range import check_pixel_range
 from keras_caps.inference.serving_model import SERVING_PRECISIONS
 from keras_caps.inference.serving_model import serving_model

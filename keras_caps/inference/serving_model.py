@@ -65,8 +65,16 @@ def serving_model(model, reconstruction=False, precision=None):
     check_bool("reconstruction", reconstruction)
     if precision is not None:
         check_choice("precision", precision, SERVING_PRECISIONS)
-    if isinstance(model, keras.Model) and any(
-            layer.name in ("label", "mask") for layer in model.layers):
+    names = ({layer.name for layer in model.layers}
+             if isinstance(model, keras.Model) else set())
+    if reconstruction and not {"mask", "decoder"} <= names:
+        raise ValueError(
+            "`reconstruction=True` needs a model with a reconstruction "
+            "decoder (layers named 'mask' and 'decoder'), and this one has "
+            "none: it was built or trained without reconstruction, or its "
+            "family has no decoder. Export it without reconstruction. "
+            f"Received: a model named {getattr(model, 'name', model)!r}")
+    if names & {"label", "mask"}:
         model = inference_model(model, reconstruction=reconstruction)
     model = fold_batch_normalization(model)
     if precision is None:

@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
+from keras_caps.validation import cast_integer_input
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_number
@@ -140,6 +141,7 @@ class ConvPrimaryCaps(keras.layers.Layer):
             constraint=self.bias_constraint)
 
     def call(self, inputs):
+        inputs = cast_integer_input(inputs, self.compute_dtype)
         features = self.conv(inputs)  # (batch, h', w', types * dim)
         shape = ops.shape(features)
         # (batch, h', w', types, dim)

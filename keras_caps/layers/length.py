@@ -2,6 +2,7 @@ import keras
 
 from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
+from keras_caps.validation import cast_integer_input
 from keras_caps.validation import check_number
 
 
@@ -42,6 +43,7 @@ class Length(keras.layers.Layer):
         self.input_spec = keras.InputSpec(min_ndim=2)
 
     def call(self, inputs):
+        inputs = cast_integer_input(inputs, self.compute_dtype)
         lengths = capsule_ops.capsule_length(inputs, epsilon=self.epsilon)
         return keras.ops.cast(lengths, self.compute_dtype)
 

@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
+from keras_caps.validation import cast_integer_input
 from keras_caps.validation import check_positive_int
 
 
@@ -61,6 +62,9 @@ class Mask(keras.layers.Layer):
             capsules, labels = inputs
         else:
             capsules, labels = inputs, None
+        capsules = cast_integer_input(capsules, self.compute_dtype)
+        if labels is not None:
+            labels = cast_integer_input(labels, self.compute_dtype)
         if training and labels is not None:
             masked = capsule_ops.mask_by_label(capsules, labels)
         else:

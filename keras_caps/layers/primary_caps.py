@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
+from keras_caps.validation import cast_integer_input
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_positive_int
@@ -114,6 +115,7 @@ class PrimaryCaps(keras.layers.Layer):
         self._covers_input = tuple(input_shape[1:3]) == self.kernel_size
 
     def call(self, inputs):
+        inputs = cast_integer_input(inputs, self.compute_dtype)
         if self._covers_input:
             # Without the convolution op, whose gradients are slow on CPUs.
             kernel = ops.cast(self.depthwise_conv.kernel[..., 0],

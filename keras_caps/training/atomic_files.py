@@ -25,6 +25,11 @@ def write_json_atomically(path, record):
     os.makedirs(folder, exist_ok=True)
     temporary = os.path.join(
         folder, f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    with open(temporary, "w") as file:
-        json.dump(record, file, indent=2, sort_keys=True)
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w") as file:
+            json.dump(record, file, indent=2, sort_keys=True)
+        os.replace(temporary, path)
+    except BaseException:  # No temporary file is left behind.
+        if os.path.lexists(temporary):
+            os.remove(temporary)
+        raise

@@ -31,6 +31,8 @@ from keras_caps import datasets
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
 from keras_caps.export import is_keras_caps_export
+from keras_caps.inference import check_pixel_range
+from keras_caps.inference import load_model_file
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.best_checkpoint import BestCheckpoint
@@ -388,29 +390,55 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     CapsNet's 4-pixel MultiMNIST shifts); `dataset_options` override them.
     """
     _check_choice("dataset", dataset, datasets.DATASETS)
-    if not os.path.exists(model_path):
-        raise ValueError(f"No model at `model_path`. Received: "
-                         f"model_path={model_path!r}")
-    network = keras.saving.load_model(model_path)
+    network = load_model_file(model_path, "model_path")
+    if not getattr(network, "compiled", False):
+        raise ValueError(
+            "`model_path` holds a model saved without its compiled loss "
+            "and metrics, which `evaluate` needs: save the model from an "
+            "application builder (compile=True) or `keras-caps train`. "
+            f"Received: model_path={model_path!r}")
     names = {layer.name for layer in network.layers}
-    run_record = os.path.join(os.path.dirname(os.path.abspath(model_path)),
-                              "metrics.json")
     options = {}
-    if os.path.exists(run_record):
-        with open(run_record) as file:
-            record = json.load(file)
-        if record.get("dataset") == dataset:
-            options.update(record.get("dataset_options", {}))
+    record = _read_run_record(model_path)
+    if record.get("dataset") == dataset:
+        options.update(record.get("dataset_options", {}))
     options.update(dataset_options or {})
     test = datasets.load(dataset, "test", batch_size=batch_size,
                          data_dir=data_dir, seed=seed,
                          reconstruction="label" in names, **options)
     _check_batches(test, "test", dataset, batch_size)
     _check_labels_match(network, test)
+    inputs = next(iter(test.take(1)))[0]  # The first batch.
+    images = (inputs["image"] if isinstance(inputs, dict) and "image" in
+              inputs else keras.tree.flatten(inputs)[0])
+    check_pixel_range(images.numpy(), f"the {dataset!r} test images")
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"model_path": os.path.abspath(model_path), "dataset": dataset,
             "hardware": describe_hardware(),
             "test": {key: float(value) for key, value in metrics.items()}}
+
+
+def _read_run_record(model_path):
+    """The `metrics.json` of the run beside `model_path` (`{}` if none)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(model_path)),
+                        "metrics.json")
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as file:
+            record = json.load(file)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"The run record {path!r} beside the model cannot be read "
+            f"({error}); evaluate reads the test-set options of the run "
+            "from it. Repair or delete that file (rerunning `keras-caps "
+            "train` writes it again).") from None
+    if not isinstance(record, dict):
+        raise ValueError(
+            f"The run record {path!r} beside the model must hold a JSON "
+            f"object. Received: a {type(record).__name__}. Repair or delete "
+            "that file.")
+    return record
 
 
 def describe_hardware():

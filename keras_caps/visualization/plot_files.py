@@ -5,6 +5,7 @@ import os
 import numpy as np
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.inference import check_pixel_range
 from keras_caps.visualization import _figures
 
 PLOT_KINDS = ("reconstructions", "perturbation", "routing", "credit",
@@ -92,12 +93,10 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
 
 
 def _load_model(model_path):
-    import keras
+    from keras_caps.inference import load_model_file
 
-    if model_path is None or not os.path.exists(model_path):
-        raise ValueError("No model at `--model-path`. Received: "
-                         f"{model_path!r}")
-    return keras.saving.load_model(model_path)
+    return load_model_file(model_path, "--model-path",
+                           require_application=False)
 
 
 def _test_images(dataset, count, data_dir, options):
@@ -109,6 +108,7 @@ def _test_images(dataset, count, data_dir, options):
                             reconstruction=False, **options)
     images, labels = next(iter(batches.take(1)))
     images, labels = np.asarray(images), np.asarray(labels)
+    check_pixel_range(images, f"the {dataset!r} test images")
     if len(images) < count:
         raise ValueError(
             f"The {dataset!r} test split has only {len(images)} images. "

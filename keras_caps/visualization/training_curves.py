@@ -19,19 +19,49 @@ def read_training_log(path):
     Returns:
         dict mapping each column name to a float64 array, one value per
         epoch (empty cells are NaN).
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        ValueError: the file is not a CSV log of numbers (binary data, a
+            row with another number of fields than the header, a cell that
+            is not a number), or holds no epochs; the message names the
+            file, and the line and column at fault.
     """
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"No training log at {path!r}. `keras-caps train` writes "
             "`history.csv` in its output folder.")
-    with open(path, newline="") as file:
-        rows = list(csv.DictReader(file))
-    if not rows:
+    try:
+        with open(path, newline="") as file:
+            rows = list(csv.reader(file))
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise ValueError(
+            f"The training log {path!r} is not a CSV text file ({error}). "
+            "Expected the `history.csv` of `keras-caps train`.") from None
+    rows = [row for row in rows if row]
+    if len(rows) < 2:
         raise ValueError(
             f"The training log {path!r} holds no epochs. Received: a file "
             "with a header only, or an empty file")
-    return {name: np.array([_to_float(row[name]) for row in rows])
-            for name in rows[0]}
+    header, rows = rows[0], rows[1:]
+    columns = {name: [] for name in header}
+    for line, row in enumerate(rows, start=2):
+        if len(row) != len(header):
+            raise ValueError(
+                f"The training log {path!r} is not a CSV log of numbers: "
+                f"line {line} has {len(row)} fields and the header "
+                f"{len(header)}. Received: {','.join(row)[:80]!r}")
+        for name, text in zip(header, row, strict=True):
+            try:
+                columns[name].append(float(text) if text.strip() else
+                                     float("nan"))
+            except ValueError:
+                raise ValueError(
+                    f"The training log {path!r} is not a CSV log of "
+                    f"numbers: line {line}, column {name!r} holds "
+                    f"{text[:40]!r}. Expected the `history.csv` of "
+                    "`keras-caps train`.") from None
+    return {name: np.array(values) for name, values in columns.items()}
 
 
 @keras_caps_export("keras_caps.visualization.plot_training_curves")
@@ -74,6 +104,11 @@ def plot_training_curves(log, metrics=None):
         raise ValueError(
             f"The log has no metric {missing or metrics}. Expected some of "
             f"{names}. Received: metrics={metrics!r}")
+    empty = [name for name in metrics if not np.isfinite(log[name]).any()]
+    if empty:
+        raise ValueError(
+            f"The log has no finite value for {empty}: nothing to draw. "
+            f"Received: a log with {len(log[empty[0]])} epochs")
     num_epochs = len(log[metrics[0]])
     epochs = (log["epoch"] + 1 if "epoch" in log
               else np.arange(1, num_epochs + 1, dtype="float64"))
@@ -94,10 +129,3 @@ def plot_training_curves(log, metrics=None):
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7)
     return figure
-
-
-def _to_float(text):
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return float("nan")

@@ -74,7 +74,7 @@ class ExportTest(TestCase):
         export_inference_model(model, path, overwrite=True)
         self.assertEqual(sorted(os.listdir(folder)), ["export"])
         served = tf.saved_model.load(path)
-        scores = served.serve(tf.zeros((2, 28, 28, 1)))
+        scores = served.serve(tf.zeros((2, 28, 28, 1)))["length"]
         self.assertEqual(tuple(scores.shape), (2, 10))
         with self.assertRaisesRegex((ValueError, TypeError),
                                     "(?s)shape|signature"):
@@ -255,7 +255,7 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
     by the signature (the error names the expected `TensorSpec`), and
     `saved_model_cli show --all` lists the signature.
     """
-    cases, expected = {}, {}
+    cases, expected, recipe_has_lengths = {}, {}, {}
     for name, recipe in sorted(MODELS.items()):
         dataset = recipe_datasets.dataset_for(recipe)
         model = recipe.builder(dataset)
@@ -274,6 +274,7 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
                                reconstruction=reconstruction)
         model.save(tmp_path / f"{name}.keras")
         names = {layer.name for layer in model.layers}
+        recipe_has_lengths[name] = "length" in names
         if "label" in names or "mask" in names:  # As the export does.
             scores = inference_model(model, reconstruction=reconstruction)(
                 images)
@@ -294,8 +295,9 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
     for name, (shape, reconstruction, scores) in expected.items():
         got = served[name]
         assert got["signature"] == {"image": [[None, *shape], "float32"]}
-        if reconstruction:
-            assert got["outputs"] == ["length", "reconstruction"], name
+        score_name = "length" if recipe_has_lengths[name] else "logits"
+        assert got["outputs"] == sorted(
+            [score_name] + ["reconstruction"] * reconstruction), name
         for n in (1, 5):
             for kind in ("serve", "layer"):
                 out = got[f"{kind}_{n}"]
@@ -306,10 +308,10 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
                         out["reconstruction"], scores["reconstruction"][:n],
                         atol=1e-5)
                 else:
-                    if isinstance(out, dict):  # TFSMLayer keeps the name.
-                        (out,) = out.values()
-                    np.testing.assert_allclose(out, scores[:n], atol=1e-5,
-                                               err_msg=f"{name} {kind} {n}")
+                    assert list(out) == [score_name], (name, kind)
+                    np.testing.assert_allclose(
+                        out[score_name], scores[:n], atol=1e-5,
+                        err_msg=f"{name} {kind} {n}")
         length = scores["length"] if reconstruction else scores
         np.testing.assert_allclose(got["keras_length"], length, atol=1e-5,
                                    err_msg=name)
@@ -379,7 +381,7 @@ def _check_complete_or_absent(folder):
     export = os.path.join(folder, "export")
     if os.path.exists(export):
         served = tf.saved_model.load(export)
-        scores = served.serve(tf.zeros((1, 28, 28, 1)))
+        scores = served.serve(tf.zeros((1, 28, 28, 1)))["length"]
         assert np.isfinite(np.asarray(scores)).all()
 
 
@@ -420,3 +422,82 @@ def test_killed_writer_leaves_complete_files_or_none(tmp_path):
                      if not name.startswith("."))
     assert visible in (["export", "model.keras", "rounds"],
                        ["model.keras", "rounds"]), visible
+
+
+def test_signature_contract_nan_empty_batch_and_unit_range(tmp_path):
+    """The `serve` signature: stable dict outputs, NaN for non-finite
+    images, empty outputs for a batch of 0, and [0, 1] input on request.
+
+    The reference is the in-memory inference model on the finite images.
+    """
+    model = EfficientCapsNet("mnist")
+    for layer in model.layers:
+        if layer.name.startswith("batch_norm"):
+            layer.moving_mean.assign(
+                np.full(layer.moving_mean.shape, 0.1, "float32"))
+    images = np.random.default_rng(3).uniform(
+        0, 255, (5, 28, 28, 1)).astype("float32")
+    expected = tree_numpy(inference_model(model, reconstruction=True)(images))
+    export_inference_model(model, str(tmp_path / "pixels"),
+                           reconstruction=True)
+    export_inference_model(model, str(tmp_path / "unit"), input_range="unit")
+    pixels = tf.saved_model.load(str(tmp_path / "pixels"))
+    unit = tf.saved_model.load(str(tmp_path / "unit"))
+    assert sorted(pixels.signatures["serving_default"].structured_outputs) \
+        == ["length", "reconstruction"]
+    assert list(unit.signatures["serving_default"].structured_outputs) == [
+        "length"]
+
+    # Images 1, 2 and 3 hold one NaN, +inf or -inf pixel: all their
+    # outputs are NaN, the other images keep their scores.
+    broken = images.copy()
+    broken[1, 5, 7, 0] = np.nan
+    broken[2, 0, 0, 0] = np.inf
+    broken[3, 27, 27, 0] = -np.inf
+    served = tree_numpy(pixels.serve(tf.constant(broken)))
+    for name in ("length", "reconstruction"):
+        for index in (0, 4):
+            np.testing.assert_allclose(served[name][index],
+                                       expected[name][index], atol=1e-5)
+        assert np.isnan(served[name][1:4]).all(), name
+    served_unit = unit.serve(tf.constant(broken / 255.0))["length"].numpy()
+    np.testing.assert_allclose(served_unit[[0, 4]],
+                               expected["length"][[0, 4]], atol=1e-5)
+    assert np.isnan(served_unit[1:4]).all()
+
+    for export, names in ((pixels, {"length": (0, 10),
+                                    "reconstruction": (0, 28, 28, 1)}),
+                          (unit, {"length": (0, 10)})):
+        empty = export.serve(tf.zeros((0, 28, 28, 1)))
+        assert {name: tuple(value.shape) for name, value in empty.items()} \
+            == names
+        assert all(value.dtype == tf.float32 for value in empty.values())
+
+
+def test_export_refuses_reconstruction_without_a_decoder(tiny_model,
+                                                         tmp_path):
+    target = tmp_path / "export"
+    with pytest.raises(ValueError, match="has none.*Export it without"):
+        export_inference_model(tiny_model, str(target), reconstruction=True)
+    with pytest.raises(ValueError, match="`input_range`.*'0-1'"):
+        export_inference_model(tiny_model, str(target), input_range="0-1")
+    assert os.listdir(tmp_path) == []
+
+
+def test_export_on_another_backend_is_a_clear_error(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        from keras_caps.export import export_inference_model
+        try:
+            export_inference_model(None, sys.argv[1])
+        except ValueError as error:
+            print(error)
+    """)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="jax")
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "export")],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "needs the TensorFlow backend" in result.stdout
+    assert "'jax'" in result.stdout
+    assert os.listdir(tmp_path) == []

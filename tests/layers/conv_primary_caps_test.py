@@ -48,6 +48,20 @@ class ConvPrimaryCapsTest(TestCase):
             capsule_order == "type_major")
         self.assertAllClose(layer(x), expected, atol=1e-5, rtol=1e-4)
 
+    def test_integer_images_give_the_float_result(self):
+        rng = np.random.default_rng(1)
+        pixels = rng.integers(0, 256, (2, 7, 7, 3)).astype("uint8")
+        layer = ConvPrimaryCaps(2, 3, kernel_size=3, strides=2)
+        layer.build(pixels.shape)
+        kernel = rng.normal(0, 0.01, (3, 3, 3, 6)).astype("float32")
+        bias = rng.normal(size=(2, 3)).astype("float32")
+        layer.conv.kernel.assign(kernel)
+        layer.bias.assign(bias)
+        expected = routing_reference.conv_primary_caps(
+            pixels.astype("float64"), kernel.astype("float64"),
+            bias.astype("float64"), 2, 1.0, False)
+        self.assertAllClose(layer(pixels), expected, atol=1e-5, rtol=1e-4)
+
     def test_capsnet_mnist_parameter_counts(self):
         primary = ConvPrimaryCaps(32, 8, kernel_size=9, strides=2)
         primary.build((None, 20, 20, 256))

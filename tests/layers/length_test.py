@@ -15,6 +15,14 @@ class LengthTest(TestCase):
             expected_num_trainable_weights=0,
             expected_num_non_trainable_weights=0)
 
+    def test_integer_capsules_give_the_float_lengths(self):
+        v = np.array([[[3, 4], [0, 0]], [[1, 2], [-6, 8]]], dtype="int32")
+        lengths = Length()(v)
+        self.assertEqual(keras.backend.standardize_dtype(lengths.dtype),
+                         "float32")
+        self.assertAllClose(lengths, np.sqrt(np.sum(
+            v.astype("float64")**2, axis=-1) + 1e-7), atol=1e-6)
+
     def test_float32_head_under_mixed_precision(self):
         keras.config.set_dtype_policy("mixed_float16")
         inputs = keras.Input((3, 4))

@@ -29,6 +29,20 @@ class MaskTest(TestCase):
             Mask, {}, input_data=[_capsules(), labels],
             expected_output_shape=(2, 12))
 
+    def test_integer_capsules_and_labels(self):
+        capsules = np.arange(2 * 4 * 3).reshape(2, 4, 3) - 10  # int64
+        labels = np.eye(4, dtype="int32")[[2, 0]]
+        expected = capsules * labels[:, :, None]  # hand-made label mask
+        masked = Mask()([capsules, labels], training=True)
+        self.assertAllClose(masked, expected.reshape(2, 12))
+        # Without labels the longest capsule is kept: (-10, -9, -8) in the
+        # first example, (11, 12, 13) in the second.
+        longest = np.eye(4)[np.argmax(np.linalg.norm(capsules, axis=-1), -1)]
+        self.assertEqual(longest.argmax(-1).tolist(), [0, 3])
+        masked = Mask()(capsules)
+        self.assertAllClose(masked,
+                            (capsules * longest[:, :, None]).reshape(2, 12))
+
     def test_label_mask_while_training_length_mask_otherwise(self):
         capsules = _capsules()
         labels = np.eye(4, dtype="float32")[[2, 0]]

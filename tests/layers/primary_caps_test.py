@@ -52,6 +52,28 @@ class PrimaryCapsTest(TestCase):
             layer.capsule_dim)
         self.assertAllClose(layer(x), expected, atol=1e-5, rtol=1e-4)
 
+    # A 3x3 window on 3x3 maps (the einsum path) and on 5x5 maps (the
+    # depthwise convolution).
+    @parameterized.parameters((3, 1, 6), (5, 9, 6))
+    def test_integer_images_give_the_float_result(self, size, num_capsules,
+                                                  capsule_dim):
+        rng = np.random.default_rng(2)
+        pixels = rng.integers(0, 256, (2, size, size, 6)).astype("uint8")
+        layer = PrimaryCaps(num_capsules=num_capsules,
+                            capsule_dim=capsule_dim, kernel_size=3)
+        layer.build(pixels.shape)
+        kernel = rng.normal(0, 0.01, (3, 3, 6)).astype("float32")
+        bias = rng.normal(size=(6,)).astype("float32")
+        layer.set_weights([kernel[..., None], bias])
+        expected = reference.primary_caps(
+            pixels.astype("float64"), kernel, bias, 1, num_capsules,
+            capsule_dim)
+        for dtype in ("uint8", "int32"):
+            outputs = layer(pixels.astype(dtype))
+            self.assertEqual(keras.backend.standardize_dtype(outputs.dtype),
+                             "float32")
+            self.assertAllClose(outputs, expected, atol=1e-5, rtol=1e-4)
+
     def test_equals_official_grouped_convolution(self):
         # The official code uses Conv2D(F, K, groups=F); its kernel
         # (K, K, 1, F) converts to the depthwise (K, K, F, 1) by a reshape.
