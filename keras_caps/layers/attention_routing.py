@@ -269,16 +269,18 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
                                       (-1, self._num_inputs, 1))
             children = children * activations
         values = self._values(children)
-        queries = ops.expand_dims(
-            ops.cast(self.parent_queries, "float32"), 0)  # (1, h, j, k)
         all_parents, all_couplings = [], []
         for iteration in range(self.num_iterations):
-            if iteration > 0:
+            # (b, h, i, j) scores, in float32.
+            if iteration == 0:
+                scores = ops.einsum(
+                    "bhik,hjk->bhij", keys,
+                    ops.cast(self.parent_queries, "float32"))
+            else:
                 queries = ops.einsum(
                     "bjz,zhk->bhjk", capsule_ops.at_least_float32(parents),
                     ops.cast(self.query_kernel, "float32"))
-            # (b, h, i, k) @ (b|1, h, k, j) -> (b, h, i, j), in float32.
-            scores = ops.matmul(keys, ops.transpose(queries, (0, 1, 3, 2)))
+                scores = ops.einsum("bhik,bhjk->bhij", keys, queries)
             couplings = self._tempered_softmax(
                 scores * self._score_scale,
                 axis=3 if self.normalization == "parents" else 2)
