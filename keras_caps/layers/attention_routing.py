@@ -270,6 +270,7 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             children = children * activations
         values = self._values(children)
         all_parents, all_couplings = [], []
+        parents = None
         for iteration in range(self.num_iterations):
             # (b, h, i, j) scores, in float32.
             if iteration == 0:
@@ -394,12 +395,13 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
         if activations_shape is not None:
             activations_shape = tuple(activations_shape)
             if activations_shape[1:] != children_shape[1:-1]:
+                expected = ", ".join(map(str, children_shape[1:-1]))
                 raise ValueError(
                     "Received an invalid shape for the activations (second "
                     "input), expected the children's shape without its "
-                    f"last axis, (batch, {', '.join(map(str, children_shape[1:-1]))}"
-                    f"). Received: activations.shape={activations_shape} "
-                    f"for children of shape {children_shape}")
+                    f"last axis, (batch, {expected}). Received: "
+                    f"activations.shape={activations_shape} for children "
+                    f"of shape {children_shape}")
 
     def compute_output_shape(self, input_shape):
         children_shape, activations_shape = self._split_shapes(input_shape)
