@@ -232,16 +232,13 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             num_capsules, capsule_dim)`.
         """
         trace = self._route(inputs, keep_passes=True)
-        values = trace["values"]
+        children = trace["children"]  # (b, i, a), activations applied
+        kernel = ops.cast(self.kernel, children.dtype)
         if self.value_form == "votes":
-            # (b, j, h, i, e) -> (b, i, j, h, e) -> (b, i, j, z)
-            votes = ops.transpose(values, (0, 3, 1, 2, 4))
+            votes = ops.einsum("bia,iajz->bijz", children, kernel)
         else:
-            # (b, h, i, e) -> (b, i, 1, h, e), repeated for every parent.
-            votes = ops.expand_dims(ops.transpose(values, (0, 2, 1, 3)), 2)
-            votes = ops.repeat(votes, self.num_capsules, axis=2)
-        votes = ops.reshape(votes, (-1, self._num_inputs, self.num_capsules,
-                                    self.capsule_dim))
+            votes = ops.repeat(ops.expand_dims(
+                ops.matmul(children, kernel), 2), self.num_capsules, axis=2)
         return {"votes": votes, "couplings": trace["couplings"],
                 "parents": trace["parents"]}
 
@@ -268,7 +265,8 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             activations = ops.reshape(ops.cast(activations, dtype),
                                       (-1, self._num_inputs, 1))
             children = children * activations
-        values = self._values(children)
+        values = None if self.value_form == "votes" else (
+            self._shared_values(children))
         all_parents, all_couplings = [], []
         parents = None
         for iteration in range(self.num_iterations):
@@ -286,13 +284,14 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
                 scores * self._score_scale,
                 axis=3 if self.normalization == "parents" else 2)
             parents = capsule_ops.squash(
-                self._weighted_sum(ops.cast(couplings, dtype), values),
+                self._weighted_sum(ops.cast(couplings, dtype), children,
+                                   values),
                 variant=self.squash)
             if keep_passes or iteration == self.num_iterations - 1:
                 all_parents.append(parents)
                 all_couplings.append(couplings)
         return {"parents": all_parents, "couplings": all_couplings,
-                "values": values}
+                "children": children}
 
     def _position_keys(self):
         """The position term per child: `(1, h, i, k)`, float32."""
@@ -305,32 +304,67 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
                                     self.key_dim))
         return ops.expand_dims(ops.transpose(table, (1, 0, 2)), 0)
 
-    def _values(self, children):
-        """Votes `(b, j, h, i, e)` or shared values `(b, h, i, e)`."""
-        kernel = ops.cast(self.kernel, children.dtype)
-        if self.value_form == "votes":
-            kernel = ops.reshape(kernel, (
-                self._num_inputs, -1, self.num_capsules, self.num_heads,
-                self._head_dim))
-            # The (b, j, h, i, e) layout makes the weighted sum one batched
-            # matrix product over (b, j, h) reading the votes in place.
-            return ops.einsum("bia,iajhe->bjhie", children, kernel)
-        values = ops.matmul(children, kernel)  # (b, i, z)
+    def _shared_values(self, children):
+        """The shared values `W_v u_i`, per head: `(b, h, i, e)`."""
+        values = ops.matmul(children, ops.cast(self.kernel, children.dtype))
         values = ops.reshape(values, (-1, self._num_inputs, self.num_heads,
                                       self._head_dim))
         return ops.transpose(values, (0, 2, 1, 3))
 
-    def _weighted_sum(self, couplings, values):
-        """`sum_i couplings[h, i, j] * values[i, j][h]`: `(b, j, z)`."""
-        if self.value_form == "votes":
-            # (b, h, i, j) -> (b, j, h, 1, i); @ (b, j, h, i, e)
-            weights = ops.expand_dims(
-                ops.transpose(couplings, (0, 3, 1, 2)), 3)
-            weighted = ops.squeeze(ops.matmul(weights, values), 3)
-        else:
+    def _weighted_sum(self, couplings, children, values):
+        """`sum_i couplings[h, i, j] * values[i, j][h]`: `(b, j, z)`.
+
+        For votes, `sum_i c_ij W_ij u_i = sum_(i, a) (c_ij u_ia) W_ij[a]`:
+        the couplings scale the children and one batched matrix product
+        over the parents (and heads) contracts them with the vote matrices,
+        so the `(b, i, j, z)` votes are never materialised.
+        """
+        if self.value_form == "shared":
             # (b, h, j, i) @ (b, h, i, e) -> (b, h, j, e) -> (b, j, h, e)
             weighted = ops.transpose(ops.matmul(
-                ops.transpose(couplings, (0, 1, 3, 2)), values), (0, 2, 1, 3))
+                ops.transpose(couplings, (0, 1, 3, 2)), values),
+                (0, 2, 1, 3))
+            return ops.reshape(weighted, (-1, self.num_capsules,
+                                          self.capsule_dim))
+        num_inputs, input_dim = self._num_inputs, ops.shape(children)[-1]
+        heads, head_dim = self.num_heads, self._head_dim
+        if heads > 1:
+            return self._weighted_votes(couplings, children)
+        # (b, h, i, j) -> (j, h, b, i, 1) times (b, i, a) -> (j h, b, i a)
+        weights = ops.expand_dims(ops.transpose(couplings, (3, 1, 0, 2)), -1)
+        scaled = ops.reshape(weights * children,
+                             (self.num_capsules * heads, -1,
+                              num_inputs * input_dim))
+        # (i, a, j, h, e) -> (j, h, i a, e) -> (j h, i a, e)
+        kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
+            num_inputs * input_dim, self.num_capsules, heads, head_dim))
+        kernel = ops.reshape(ops.transpose(kernel, (1, 2, 0, 3)), (
+            self.num_capsules * heads, num_inputs * input_dim, head_dim))
+        weighted = ops.matmul(scaled, kernel)  # (j h, b, e)
+        weighted = ops.reshape(weighted, (self.num_capsules, heads, -1,
+                                          head_dim))
+        # (j, h, b, e) -> (b, j, h, e) -> (b, j, z)
+        return ops.reshape(ops.transpose(weighted, (2, 0, 1, 3)), (
+            -1, self.num_capsules, self.capsule_dim))
+
+    def _weighted_votes(self, couplings, children):
+        """`_weighted_sum` for several heads, through the votes.
+
+        The votes come out of one batched matrix product over the children
+        in the `(i, b, j, z)` layout; each head's couplings weigh its slice
+        and a sum over the leading axis adds the children up.
+        """
+        num_inputs = self._num_inputs
+        kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
+            num_inputs, -1, self.num_capsules * self.capsule_dim))
+        # (i, b, a) @ (i, a, j z) -> (i, b, j, h, e)
+        votes = ops.reshape(
+            ops.matmul(ops.transpose(children, (1, 0, 2)), kernel),
+            (num_inputs, -1, self.num_capsules, self.num_heads,
+             self._head_dim))
+        # (b, h, i, j) -> (i, b, j, h, 1)
+        weights = ops.expand_dims(ops.transpose(couplings, (2, 0, 3, 1)), -1)
+        weighted = ops.sum(weights * votes, axis=0)  # (b, j, h, e)
         return ops.reshape(weighted, (-1, self.num_capsules,
                                       self.capsule_dim))
 
