@@ -127,8 +127,8 @@ def routing_layer_diagnostics(model, inputs, layer_names=None):
 
     Args:
         model: A `keras.Model` with routing layers.
-        inputs: A batch for the model's input (raw pixels for the
-            applications).
+        inputs: A batch for the model's image input (its `"image"` input,
+            or its first); raw pixels for the applications.
         layer_names: list of str. Defaults to `None`: every routing layer
             with `(batch, parents, children)` couplings or
             `AttentionRouting`.
@@ -161,8 +161,8 @@ def routing_layer_diagnostics(model, inputs, layer_names=None):
                 "`routing_layer_diagnostics` needs routing layers (whose "
                 "call takes `return_couplings`). Received: layer "
                 f"{name!r} of type {type(layer).__name__}")
-        children = keras.Model(model.input, layer.input)(inputs,
-                                                        training=False)
+        children = keras.Model(_inputs.image_input(model), layer.input)(
+            inputs, training=False)
         if isinstance(layer, layers.AttentionRouting):
             trace = layer.routing_trace(children)
             results[name] = routing_diagnostics(
