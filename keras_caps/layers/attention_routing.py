@@ -351,20 +351,28 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
         """`_weighted_sum` for several heads, through the votes.
 
         The votes come out of one batched matrix product over the children
-        in the `(i, b, j, z)` layout; each head's couplings weigh its slice
-        and a sum over the leading axis adds the children up.
+        and are laid out `(b, j, i, z)`; one batched matrix product over
+        `(b, j)` weighs them with every head's couplings, `(h, i) @ (i, z)`,
+        and each head keeps its own slice of the result (the diagonal
+        blocks; the others are `num_heads - 1` spare products of a small
+        matrix).
         """
-        num_inputs = self._num_inputs
+        num_inputs, heads = self._num_inputs, self.num_heads
         kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
             num_inputs, -1, self.num_capsules * self.capsule_dim))
-        # (i, b, a) @ (i, a, j z) -> (i, b, j, h, e)
+        # (i, b, a) @ (i, a, j z) -> (i, b, j, z) -> (b, j, i, z)
         votes = ops.reshape(
             ops.matmul(ops.transpose(children, (1, 0, 2)), kernel),
-            (num_inputs, -1, self.num_capsules, self.num_heads,
-             self._head_dim))
-        # (b, h, i, j) -> (i, b, j, h, 1)
-        weights = ops.expand_dims(ops.transpose(couplings, (2, 0, 3, 1)), -1)
-        weighted = ops.sum(weights * votes, axis=0)  # (b, j, h, e)
+            (num_inputs, -1, self.num_capsules, self.capsule_dim))
+        votes = ops.transpose(votes, (1, 2, 0, 3))
+        # (b, h, i, j) -> (b, j, h, i); @ (b, j, i, z) -> (b, j, h, z)
+        weighted = ops.matmul(ops.transpose(couplings, (0, 3, 1, 2)), votes)
+        weighted = ops.reshape(weighted, (
+            -1, self.num_capsules, heads, heads, self._head_dim))
+        # Head h's couplings on head h's slice: (b, j, h, e).
+        diagonal = ops.reshape(ops.eye(heads, dtype=weighted.dtype),
+                               (1, 1, heads, heads, 1))
+        weighted = ops.sum(weighted * diagonal, axis=2)
         return ops.reshape(weighted, (-1, self.num_capsules,
                                       self.capsule_dim))
 
