@@ -255,12 +255,13 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
         dtype = children.dtype
         children = ops.reshape(children, (-1, self._num_inputs,
                                            ops.shape(children)[-1]))
-        # Keys from the unscaled children, in float32 for the scores.
-        keys = ops.einsum("bia,ahk->bhik",
-                          capsule_ops.at_least_float32(children),
-                          ops.cast(self.key_kernel, "float32"))
-        if self.position_term is not None:
-            keys = keys + self._position_keys()
+        # Scores from the unscaled children, in float32. q . (W_k u) is
+        # (W_k^T q) . u: the queries are folded into the key kernel,
+        # `(a, h, j)`, and the keys are never built.
+        wide_children = capsule_ops.at_least_float32(children)
+        key_kernel = ops.cast(self.key_kernel, "float32")  # (a, h, k)
+        position_keys = (None if self.position_term is None
+                         else self._position_keys())  # (h, i, k)
         if activations is not None:
             activations = ops.reshape(ops.cast(activations, dtype),
                                       (-1, self._num_inputs, 1))
@@ -272,14 +273,31 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
         for iteration in range(self.num_iterations):
             # (b, h, i, j) scores, in float32.
             if iteration == 0:
-                scores = ops.einsum(
-                    "bhik,hjk->bhij", keys,
-                    ops.cast(self.parent_queries, "float32"))
+                queries = ops.cast(self.parent_queries, "float32")
+                # (a, h j): one matrix for the whole batch.
+                folded = ops.reshape(
+                    ops.einsum("ahk,hjk->ahj", key_kernel, queries),
+                    (-1, self.num_heads * self.num_capsules))
+                position_equation = "hik,hjk->hij"
             else:
+                # (b, h, j, k) queries from the previous parents.
                 queries = ops.einsum(
                     "bjz,zhk->bhjk", capsule_ops.at_least_float32(parents),
                     ops.cast(self.query_kernel, "float32"))
-                scores = ops.einsum("bhik,bhjk->bhij", keys, queries)
+                folded = ops.reshape(
+                    ops.einsum("ahk,bhjk->bahj", key_kernel, queries),
+                    (-1, ops.shape(key_kernel)[0],
+                     self.num_heads * self.num_capsules))
+                position_equation = "hik,bhjk->bhij"
+            # (b, i, a) @ (b, a, h j) or (a, h j) -> (b, i, h j)
+            scores = ops.matmul(wide_children, folded)
+            # (b, i, h, j) -> (b, h, i, j)
+            scores = ops.transpose(ops.reshape(scores, (
+                -1, self._num_inputs, self.num_heads, self.num_capsules)),
+                (0, 2, 1, 3))
+            if position_keys is not None:
+                scores = scores + ops.einsum(position_equation,
+                                             position_keys, queries)
             couplings = self._tempered_softmax(
                 scores * self._score_scale,
                 axis=3 if self.normalization == "parents" else 2)
@@ -294,7 +312,7 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
                 "children": children}
 
     def _position_keys(self):
-        """The position term per child: `(1, h, i, k)`, float32."""
+        """The position term per child: `(h, i, k)`, float32."""
         height, width, num_types = self._children_shape[1:4]
         table = ops.cast(self.position_term, "float32")  # (H, W, h, k)
         table = ops.broadcast_to(
@@ -302,7 +320,7 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             (height, width, num_types, self.num_heads, self.key_dim))
         table = ops.reshape(table, (self._num_inputs, self.num_heads,
                                     self.key_dim))
-        return ops.expand_dims(ops.transpose(table, (1, 0, 2)), 0)
+        return ops.transpose(table, (1, 0, 2))
 
     def _shared_values(self, children):
         """The shared values `W_v u_i`, per head: `(b, h, i, e)`."""
