@@ -159,7 +159,11 @@ class AttentionRoutingTest(TestCase):
         self.assertAllClose(np.sum(_numpy(couplings), axis=-1),
                             np.ones((2, 1, 5)), atol=1e-3)
 
-    @parameterized.named_parameters(*OPTION_SETS)
+    # Every option at least once, in few sets: the helper's checks take a
+    # few seconds per set (more on JAX), and the reference tests above
+    # cover each set's numbers.
+    @parameterized.named_parameters(
+        OPTION_SETS[0], OPTION_SETS[3], OPTION_SETS[-1])
     def test_layer(self, options):
         num_weights = 3 + (options.get("num_iterations", 1) > 1)
         self.run_layer_test(
