@@ -51,9 +51,13 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
     sqrt(d_k)`; the children are then the grid's capsules in row-major
     `(row, column, type)` order.
 
-    One pass costs `O(N M d)` for the votes plus `O(N M d_k)` for the
-    scores, against three agreement passes over the votes for
-    `DynamicRouting` with its default 3 iterations.
+    One pass costs `O(N M d)` for the weighted votes plus `O(N M h d_in)`
+    for the scores, against three agreement passes over the votes for
+    `DynamicRouting` with its default 3 iterations. The keys are never
+    built (the queries are folded into the key kernel, `q . (W_k u) =
+    (W_k^T q) . u`), and with one head neither are the votes: the couplings
+    scale the children, and one matrix product per parent contracts them
+    with the vote matrices.
 
     Args:
         num_capsules: int. Number of output (parent) capsules `M`.
