@@ -55,7 +55,8 @@ def routing_couplings(model, inputs, layer_name=None, position=None):
         float32 array `(num_parents, num_children)`: column `i` holds how
         child capsule `i` splits its vote between the parents (for a
         convolutional routing, children are the window's capsules in
-        `(row, column, type)` order).
+        `(row, column, type)` order; for `AttentionRouting`, the mean of
+        its heads' couplings).
     """
     layer = _routing_layer(model, layer_name)
     inputs = _inputs.as_batch(model, inputs, name="inputs")
@@ -67,6 +68,9 @@ def routing_couplings(model, inputs, layer_name=None, position=None):
         inputs, training=False)
     _, couplings = layer(children, return_couplings=True)
     couplings = _inputs.to_numpy(couplings)[0]
+    if isinstance(layer, layers.AttentionRouting):
+        # (heads, children, parents): the heads' mean, parents down.
+        couplings = np.mean(couplings.astype("float32"), axis=0).T
     if couplings.ndim == 2:
         return couplings
     rows, columns = couplings.shape[:2]

@@ -28,6 +28,19 @@ def saved_models_and_data(tmp_path_factory):
     return capsnet_path, vector_routing_path, data_dir
 
 
+def test_plot_routing_of_attention_routing(saved_models_and_data, tmp_path):
+    _, _, data_dir = saved_models_and_data
+    model_path = str(tmp_path / "attention_routing.keras")
+    tiny_models.tiny_capsnet((28, 28, 1), num_classes=10,
+                             routing="attention_routing").save(model_path)
+    output = str(tmp_path / "routing.png")
+    assert cli.main(["plot", "routing", "--model-path", model_path,
+                     "--data-dir", data_dir, "--output", output,
+                     "--dpi", "40"]) == 0
+    pixels = matplotlib.image.imread(output)
+    assert pixels[..., :3].std() > 0.05
+
+
 @pytest.mark.parametrize("kind, extra", [
     ("reconstructions", ["--num-images", "4"]),
     ("perturbation", ["--index", "3"]),

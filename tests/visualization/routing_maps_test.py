@@ -31,7 +31,19 @@ _ROUTING_MODELS = {
         lambda: layers.DynamicRouting(3, 4, name="routing")),
     "InvertedAttentionRouting": _fully_connected(
         lambda: layers.InvertedAttentionRouting(3, 4, name="routing")),
+    "AttentionRouting": _fully_connected(
+        lambda: layers.AttentionRouting(3, 4, num_heads=2, key_dim=2,
+                                        name="routing")),
 }
+
+
+def _parents_by_children(layer, couplings):
+    """Couplings as `(batch, parents, children)`: AttentionRouting's
+    `(batch, heads, children, parents)` averaged over its heads."""
+    couplings = np.asarray(couplings)
+    if isinstance(layer, layers.AttentionRouting):
+        return np.transpose(np.mean(couplings, axis=1), (0, 2, 1))
+    return couplings
 
 
 def _routing_classes():
@@ -63,25 +75,27 @@ class RoutingMapsTest(TestCase):
                               self.get_temp_dir() + f"/{name}.png")
 
         # By hand: the layer on the input, asking for its couplings.
-        _, couplings = model.get_layer("routing")(
-            inputs[None], return_couplings=True)
+        layer = model.get_layer("routing")
+        _, couplings = layer(inputs[None], return_couplings=True)
         shown = figure.axes[0].images[0].get_array()
         self.assertEqual(shown.shape, (3, 6))  # parents x children
-        self.assertAllClose(shown, np.asarray(couplings)[0], atol=1e-6)
+        self.assertAllClose(shown, _parents_by_children(layer, couplings)[0],
+                            atol=1e-6)
         self.assertAllClose(shown.sum(axis=0), np.ones(6), atol=1e-5)
 
     def test_efficient_capsnet_style_model(self):
-        for routing in ("fc_caps", "dynamic_routing"):
+        for routing in ("fc_caps", "dynamic_routing", "attention_routing"):
             model = tiny_models.tiny_capsnet(routing=routing)
             image = tiny_models.random_images(1, (12, 12, 1))
             couplings = visualization.routing_couplings(model, image)
             children = keras.Model(model.input["image"],
                                    model.get_layer("primary_caps").output)(
                 image)
-            _, expected = model.get_layer("digit_caps")(
-                children, return_couplings=True)
-            self.assertAllClose(couplings, np.asarray(expected)[0],
-                                atol=1e-6)
+            layer = model.get_layer("digit_caps")
+            _, expected = layer(children, return_couplings=True)
+            self.assertAllClose(
+                couplings, _parents_by_children(layer, expected)[0],
+                atol=1e-6)
             self.assertEqual(couplings.shape, (3, 4))
 
     def test_one_panel_per_routing_layer(self):

@@ -28,6 +28,8 @@ def tiny_capsnet(input_shape=(12, 12, 1), num_classes=3, routing="fc_caps",
         "fc_caps": lambda: layers.FCCaps(num_classes, 4, name="digit_caps"),
         "dynamic_routing": lambda: layers.DynamicRouting(
             num_classes, 4, name="digit_caps"),
+        "attention_routing": lambda: layers.AttentionRouting(
+            num_classes, 4, num_heads=2, key_dim=4, name="digit_caps"),
     }
     class_capsules = routings[routing]()(capsules)
     lengths = layers.Length(dtype="float32", name="length")(class_capsules)

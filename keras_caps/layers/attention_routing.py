@@ -1,0 +1,511 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.routing_temperature import RoutingTemperature
+from keras_caps.ops import capsule_ops
+from keras_caps.validation import check_bool
+from keras_caps.validation import check_choice
+from keras_caps.validation import check_positive_int
+from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
+
+VALUE_FORMS = ("votes", "shared")
+NORMALIZATIONS = ("parents", "children")
+
+
+@keras_caps_export("keras_caps.layers.AttentionRouting")
+class AttentionRouting(RoutingTemperature, keras.layers.Layer):
+    """Capsule layer with query-key-value attention routing.
+
+    One attention pass replaces the iterative agreement loop: each parent
+    (output capsule) `j` has a query, each child (input capsule) `i` a key,
+    and the couplings are the softmax of their scaled dot products. The
+    parents are the squashed sums of the children's values weighted by the
+    couplings:
+
+    ```
+    keys[h, i]        = W_k[h] u_i  (+ R[h, position(i)])         # (d_k,)
+    queries[h, j]     = Q[h, j]                      # learned, first pass
+                        W_q[h] parents[j]            # later passes
+    scores[h, i, j]   = <queries[h, j], keys[h, i]> / sqrt(d_k)
+    couplings[h, i, :] = softmax(scores[h, i, :] / temperature)   # over j
+    values[i, j]      = W_ij (a_i u_i)       # votes (default)
+                        W_v (a_i u_i)        # shared: the same for every j
+    parents[j][h]     = squash(sum_i couplings[h, i, j] * values[i, j][h])
+    ```
+
+    `[h]` is head `h`'s slice of `capsule_dim / num_heads` pose entries:
+    each head routes its own slice with its own couplings, as in multi-head
+    attention, and the squash acts on the whole concatenated pose. With
+    `num_iterations > 1` every pass after the first takes its queries from
+    the previous pass's parents. With `normalization="children"` the softmax
+    runs over the children instead (each parent is a weighted mean of the
+    children's values, the Transformer convention). Child activations
+    `a_i` (a second input) scale the values, not the keys. For children on
+    a grid `(batch, height, width, num_types, input_dim)`,
+    `use_position_term=True` adds a learned per-position key offset `R`
+    (zero at initialisation), i.e. the score gains `<q_j, R_p(i)> /
+    sqrt(d_k)`; the children are then the grid's capsules in row-major
+    `(row, column, type)` order.
+
+    One pass costs `O(N M d)` for the weighted votes plus `O(N M h d_in)`
+    for the scores, against three agreement passes over the votes for
+    `DynamicRouting` with its default 3 iterations. The keys are never
+    built (the queries are folded into the key kernel, `q . (W_k u) =
+    (W_k^T q) . u`), and with one head neither are the votes: the couplings
+    scale the children, and one matrix product per parent contracts them
+    with the vote matrices.
+
+    Args:
+        num_capsules: int. Number of output (parent) capsules `M`.
+        capsule_dim: int. Dimension of each output capsule; a multiple of
+            `num_heads`.
+        num_iterations: int. Attention passes, at least 1. Defaults to `1`.
+        num_heads: int. Attention heads. Defaults to `1`.
+        key_dim: int. Query and key size `d_k` of each head. Defaults to
+            `16`.
+        value_form: str. `"votes"`: a `(input_dim, capsule_dim)` vote matrix
+            per child and parent (the capsule convention); `"shared"`: one
+            `(input_dim, capsule_dim)` value matrix for all, so parents
+            differ only through their couplings. Defaults to `"votes"`.
+        normalization: str. The softmax axis: `"parents"` (each child's
+            couplings sum to 1; capsule competition) or `"children"` (each
+            parent's couplings sum to 1). Defaults to `"parents"`.
+        use_position_term: bool. Learned position term for grid children
+            (5-D inputs, which need this option). Defaults to `False`.
+        squash: str. `"efficient"` or `"sabour"`, see
+            `keras_caps.ops.squash`. Defaults to `"efficient"`.
+        temperature: float. Routing temperature, above 0: the couplings
+            are `softmax(scores / temperature)`. Held as a non-trainable
+            float32 variable (`layer.temperature = 0.5` changes it, also
+            during `fit`). Defaults to `1.0`.
+        kernel_initializer: Initializer for the vote (or shared value)
+            matrices. Defaults to `None`: `TruncatedNormal(stddev=0.1)` for
+            votes (as `DynamicRouting`), `"glorot_uniform"` for the shared
+            value matrix.
+        attention_initializer: Initializer for the parent queries and the
+            query and key projections. Defaults to `"glorot_uniform"`.
+        kernel_regularizer: Regularizer for the vote (or value) matrices.
+            Defaults to `None`.
+        kernel_constraint: Constraint for them. Defaults to `None`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: The children `(batch, num_inputs, input_dim)` (or, with
+            `use_position_term=True`, `(batch, height, width, num_types,
+            input_dim)`), or a list `[children, activations]` with
+            activations of the children's shape without the last axis,
+            e.g. `(batch, num_inputs)`.
+        return_couplings: bool. Also return the last pass's couplings.
+            Defaults to `False`.
+
+    Returns:
+        Parents of shape `(batch, num_capsules, capsule_dim)`; with
+        `return_couplings=True`, a tuple `(parents, couplings)` with
+        couplings of shape `(batch, num_heads, num_inputs, num_capsules)`
+        (`num_inputs = height * width * num_types` for grid children),
+        summing to 1 over the parents (axis 3) with
+        `normalization="parents"`, over the children (axis 2) with
+        `"children"`. `routing_trace` also returns every pass.
+
+    Example:
+
+    >>> layer = keras_caps.layers.AttentionRouting(
+    ...     num_capsules=10, capsule_dim=16, num_heads=4)
+    >>> parents, couplings = layer(np.ones((2, 32, 8)),
+    ...                            return_couplings=True)
+    >>> tuple(parents.shape), tuple(couplings.shape)
+    ((2, 10, 16), (2, 4, 32, 10))
+
+    Reference:
+    - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+    - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
+    - [Locatello et al., 2020](https://arxiv.org/abs/2006.15055) (learned
+      parent queries, as slot-style cross-attention)
+    """
+
+    def __init__(self, num_capsules, capsule_dim, num_iterations=1,
+                 num_heads=1, key_dim=16, value_form="votes",
+                 normalization="parents", use_position_term=False,
+                 squash="efficient", temperature=1.0,
+                 kernel_initializer=None,
+                 attention_initializer="glorot_uniform",
+                 kernel_regularizer=None, kernel_constraint=None, **kwargs):
+        num_capsules = check_positive_int("num_capsules", num_capsules)
+        capsule_dim = check_positive_int("capsule_dim", capsule_dim)
+        num_iterations = check_positive_int("num_iterations", num_iterations)
+        num_heads = check_positive_int("num_heads", num_heads)
+        key_dim = check_positive_int("key_dim", key_dim)
+        if capsule_dim % num_heads:
+            raise ValueError(
+                "Received an invalid value for `num_heads`, expected a "
+                f"divisor of capsule_dim={capsule_dim} (each head routes "
+                "capsule_dim / num_heads pose entries). Received: "
+                f"num_heads={num_heads}")
+        check_choice("value_form", value_form, VALUE_FORMS)
+        check_choice("normalization", normalization, NORMALIZATIONS)
+        check_bool("use_position_term", use_position_term)
+        check_choice("squash", squash, capsule_ops.SQUASH_VARIANTS)
+        if kernel_initializer is None:
+            kernel_initializer = (
+                keras.initializers.TruncatedNormal(stddev=0.1)
+                if value_form == "votes" else "glorot_uniform")
+        super().__init__(**kwargs)
+        self._init_temperature(temperature)
+        self.num_capsules = num_capsules
+        self.capsule_dim = capsule_dim
+        self.num_iterations = num_iterations
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_form = value_form
+        self.normalization = normalization
+        self.use_position_term = use_position_term
+        self.squash = squash
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.attention_initializer = keras.initializers.get(
+            attention_initializer)
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint))
+        self._head_dim = capsule_dim // num_heads
+        self._score_scale = 1.0 / math.sqrt(key_dim)
+
+    def build(self, input_shape):
+        children_shape, activations_shape = self._split_shapes(input_shape)
+        self._check_shapes(children_shape, activations_shape)
+        num_inputs = math.prod(children_shape[1:-1])
+        input_dim = children_shape[-1]
+        self.parent_queries = self.add_weight(
+            name="parent_queries",
+            shape=(self.num_heads, self.num_capsules, self.key_dim),
+            initializer=self.attention_initializer)
+        self.key_kernel = self.add_weight(
+            name="key_kernel",
+            shape=(input_dim, self.num_heads, self.key_dim),
+            initializer=self.attention_initializer)
+        if self.num_iterations > 1:
+            self.query_kernel = self.add_weight(
+                name="query_kernel",
+                shape=(self.capsule_dim, self.num_heads, self.key_dim),
+                initializer=self.attention_initializer)
+        else:
+            self.query_kernel = None
+        if self.value_form == "votes":
+            kernel_shape = (num_inputs, input_dim, self.num_capsules,
+                            self.capsule_dim)
+        else:
+            kernel_shape = (input_dim, self.capsule_dim)
+        self.kernel = self.add_weight(
+            name="kernel", shape=kernel_shape,
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint)
+        if self.use_position_term:
+            self.position_term = self.add_weight(
+                name="position_term",
+                shape=(*children_shape[1:3], self.num_heads, self.key_dim),
+                initializer="zeros")
+        else:
+            self.position_term = None
+        self._build_temperature()
+        self._children_shape = (None,) + tuple(children_shape[1:])
+        self._num_inputs = num_inputs
+
+    def call(self, inputs, return_couplings=False):
+        trace = self._route(inputs, keep_passes=False)
+        parents, couplings = trace["parents"][-1], trace["couplings"][-1]
+        if return_couplings:
+            return parents, ops.cast(couplings, parents.dtype)
+        return parents
+
+    def routing_trace(self, inputs):
+        """Every routing pass, for diagnostics.
+
+        Args:
+            inputs: As for `call`.
+
+        Returns:
+            A dict with `"votes"`, the values each child proposes to each
+            parent `(batch, num_inputs, num_capsules, capsule_dim)` (with
+            `value_form="shared"`, the shared value repeated for every
+            parent); `"couplings"`, a list with each pass's couplings
+            `(batch, num_heads, num_inputs, num_capsules)` (float32); and
+            `"parents"`, a list with each pass's parents `(batch,
+            num_capsules, capsule_dim)`.
+        """
+        trace = self._route(inputs, keep_passes=True)
+        children = trace["children"]  # (b, i, a), activations applied
+        kernel = ops.cast(self.kernel, children.dtype)
+        if self.value_form == "votes":
+            votes = ops.einsum("bia,iajz->bijz", children, kernel)
+        else:
+            votes = ops.repeat(ops.expand_dims(
+                ops.matmul(children, kernel), 2), self.num_capsules, axis=2)
+        return {"votes": votes, "couplings": trace["couplings"],
+                "parents": trace["parents"]}
+
+    # --- Routing ---------------------------------------------------------
+    # b: batch, i: children, j: parents, a: input dim, h: heads,
+    # k: key dim, e: head slice of the pose (capsule_dim / num_heads),
+    # z: capsule_dim.
+
+    def _route(self, inputs, keep_passes):
+        children, activations = self._split_inputs(inputs)
+        self._check_shapes(children.shape,
+                           None if activations is None
+                           else activations.shape)
+        dtype = children.dtype
+        children = ops.reshape(children, (-1, self._num_inputs,
+                                           ops.shape(children)[-1]))
+        # Scores from the unscaled children, in float32. q . (W_k u) is
+        # (W_k^T q) . u: the queries are folded into the key kernel,
+        # `(a, h, j)`, and the keys are never built.
+        wide_children = capsule_ops.at_least_float32(children)
+        key_kernel = ops.cast(self.key_kernel, "float32")  # (a, h, k)
+        position_keys = (None if self.position_term is None
+                         else self._position_keys())  # (h, i, k)
+        if activations is not None:
+            activations = ops.reshape(ops.cast(activations, dtype),
+                                      (-1, self._num_inputs, 1))
+            children = children * activations
+        values = None if self.value_form == "votes" else (
+            self._shared_values(children))
+        all_parents, all_couplings = [], []
+        parents = None
+        for iteration in range(self.num_iterations):
+            # (b, h, i, j) scores, in float32.
+            if iteration == 0:
+                queries = ops.cast(self.parent_queries, "float32")
+                # (a, h j): one matrix for the whole batch.
+                folded = ops.reshape(
+                    ops.einsum("ahk,hjk->ahj", key_kernel, queries),
+                    (-1, self.num_heads * self.num_capsules))
+                position_equation = "hik,hjk->hij"
+            else:
+                # (b, h, j, k) queries from the previous parents.
+                queries = ops.einsum(
+                    "bjz,zhk->bhjk", capsule_ops.at_least_float32(parents),
+                    ops.cast(self.query_kernel, "float32"))
+                folded = ops.reshape(
+                    ops.einsum("ahk,bhjk->bahj", key_kernel, queries),
+                    (-1, ops.shape(key_kernel)[0],
+                     self.num_heads * self.num_capsules))
+                position_equation = "hik,bhjk->bhij"
+            # (b, i, a) @ (b, a, h j) or (a, h j) -> (b, i, h j)
+            scores = ops.matmul(wide_children, folded)
+            # (b, i, h, j) -> (b, h, i, j)
+            scores = ops.transpose(ops.reshape(scores, (
+                -1, self._num_inputs, self.num_heads, self.num_capsules)),
+                (0, 2, 1, 3))
+            if position_keys is not None:
+                scores = scores + ops.einsum(position_equation,
+                                             position_keys, queries)
+            couplings = self._tempered_softmax(
+                scores * self._score_scale,
+                axis=3 if self.normalization == "parents" else 2)
+            parents = capsule_ops.squash(
+                self._weighted_sum(ops.cast(couplings, dtype), children,
+                                   values),
+                variant=self.squash)
+            if keep_passes or iteration == self.num_iterations - 1:
+                all_parents.append(parents)
+                all_couplings.append(couplings)
+        return {"parents": all_parents, "couplings": all_couplings,
+                "children": children}
+
+    def _position_keys(self):
+        """The position term per child: `(h, i, k)`, float32."""
+        height, width, num_types = self._children_shape[1:4]
+        table = ops.cast(self.position_term, "float32")  # (H, W, h, k)
+        table = ops.broadcast_to(
+            ops.expand_dims(table, 2),
+            (height, width, num_types, self.num_heads, self.key_dim))
+        table = ops.reshape(table, (self._num_inputs, self.num_heads,
+                                    self.key_dim))
+        return ops.transpose(table, (1, 0, 2))
+
+    def _shared_values(self, children):
+        """The shared values `W_v u_i`, per head: `(b, h, i, e)`."""
+        values = ops.matmul(children, ops.cast(self.kernel, children.dtype))
+        values = ops.reshape(values, (-1, self._num_inputs, self.num_heads,
+                                      self._head_dim))
+        return ops.transpose(values, (0, 2, 1, 3))
+
+    def _weighted_sum(self, couplings, children, values):
+        """`sum_i couplings[h, i, j] * values[i, j][h]`: `(b, j, z)`.
+
+        For votes, `sum_i c_ij W_ij u_i = sum_(i, a) (c_ij u_ia) W_ij[a]`:
+        the couplings scale the children and one batched matrix product
+        over the parents (and heads) contracts them with the vote matrices,
+        so the `(b, i, j, z)` votes are never materialised.
+        """
+        if self.value_form == "shared":
+            # (b, h, j, i) @ (b, h, i, e) -> (b, h, j, e) -> (b, j, h, e)
+            weighted = ops.transpose(ops.matmul(
+                ops.transpose(couplings, (0, 1, 3, 2)), values),
+                (0, 2, 1, 3))
+            return ops.reshape(weighted, (-1, self.num_capsules,
+                                          self.capsule_dim))
+        num_inputs, input_dim = self._num_inputs, ops.shape(children)[-1]
+        heads, head_dim = self.num_heads, self._head_dim
+        if heads > 1:
+            return self._weighted_votes(couplings, children)
+        # (b, h, i, j) -> (j, h, b, i, 1) times (b, i, a) -> (j h, b, i a)
+        weights = ops.expand_dims(ops.transpose(couplings, (3, 1, 0, 2)), -1)
+        scaled = ops.reshape(weights * children,
+                             (self.num_capsules * heads, -1,
+                              num_inputs * input_dim))
+        # (i, a, j, h, e) -> (j, h, i a, e) -> (j h, i a, e)
+        kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
+            num_inputs * input_dim, self.num_capsules, heads, head_dim))
+        kernel = ops.reshape(ops.transpose(kernel, (1, 2, 0, 3)), (
+            self.num_capsules * heads, num_inputs * input_dim, head_dim))
+        weighted = ops.matmul(scaled, kernel)  # (j h, b, e)
+        weighted = ops.reshape(weighted, (self.num_capsules, heads, -1,
+                                          head_dim))
+        # (j, h, b, e) -> (b, j, h, e) -> (b, j, z)
+        return ops.reshape(ops.transpose(weighted, (2, 0, 1, 3)), (
+            -1, self.num_capsules, self.capsule_dim))
+
+    def _weighted_votes(self, couplings, children):
+        """`_weighted_sum` for several heads, through the votes.
+
+        The votes come out of one batched matrix product over the children
+        and are laid out `(b, j, i, z)`; one batched matrix product over
+        `(b, j)` weighs them with every head's couplings, `(h, i) @ (i, z)`,
+        and each head keeps its own slice of the result (the diagonal
+        blocks; the others are `num_heads - 1` spare products of a small
+        matrix).
+        """
+        num_inputs, heads = self._num_inputs, self.num_heads
+        kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
+            num_inputs, -1, self.num_capsules * self.capsule_dim))
+        # (i, b, a) @ (i, a, j z) -> (i, b, j, z) -> (b, j, i, z)
+        votes = ops.reshape(
+            ops.matmul(ops.transpose(children, (1, 0, 2)), kernel),
+            (num_inputs, -1, self.num_capsules, self.capsule_dim))
+        votes = ops.transpose(votes, (1, 2, 0, 3))
+        # (b, h, i, j) -> (b, j, h, i); @ (b, j, i, z) -> (b, j, h, z)
+        weighted = ops.matmul(ops.transpose(couplings, (0, 3, 1, 2)), votes)
+        weighted = ops.reshape(weighted, (
+            -1, self.num_capsules, heads, heads, self._head_dim))
+        # Head h's couplings on head h's slice: (b, j, h, e).
+        diagonal = ops.reshape(ops.eye(heads, dtype=weighted.dtype),
+                               (1, 1, heads, heads, 1))
+        weighted = ops.sum(weighted * diagonal, axis=2)
+        return ops.reshape(weighted, (-1, self.num_capsules,
+                                      self.capsule_dim))
+
+    # --- Inputs and shapes -----------------------------------------------
+
+    def _split_inputs(self, inputs):
+        if isinstance(inputs, (list, tuple)):
+            self._check_input_count(len(inputs))
+            if len(inputs) == 1:
+                return inputs[0], None
+            return inputs[0], inputs[1]
+        return inputs, None
+
+    def _split_shapes(self, input_shape):
+        if isinstance(input_shape, (list, tuple)) and input_shape and (
+                isinstance(input_shape[0], (list, tuple))
+                or input_shape[0] is None and len(input_shape) == 2
+                and isinstance(input_shape[1], (list, tuple))):
+            self._check_input_count(len(input_shape))
+            shapes = list(input_shape) + [None]
+            return tuple(shapes[0]), (
+                None if shapes[1] is None else tuple(shapes[1]))
+        return tuple(input_shape), None
+
+    def _check_input_count(self, count):
+        if count not in (1, 2):
+            raise ValueError(
+                "`AttentionRouting` takes the children, or a list "
+                "[children, activations]. Received: a list of "
+                f"{count} inputs")
+
+    def _check_shapes(self, children_shape, activations_shape):
+        children_shape = tuple(children_shape)
+        if self.use_position_term:
+            if len(children_shape) != 5:
+                raise ValueError(
+                    "`AttentionRouting` with `use_position_term=True` "
+                    "expects grid children (batch, height, width, "
+                    "num_types, input_dim). Received: "
+                    f"input_shape={children_shape}")
+        elif len(children_shape) == 5:
+            raise ValueError(
+                "`AttentionRouting` received grid children (batch, height, "
+                "width, num_types, input_dim); pass "
+                "`use_position_term=True` for them, or reshape them to "
+                "(batch, num_inputs, input_dim). Received: "
+                f"input_shape={children_shape}")
+        elif len(children_shape) != 3:
+            raise ValueError(
+                "`AttentionRouting` expects children (batch, num_inputs, "
+                f"input_dim). Received: input_shape={children_shape}")
+        if any(size is None for size in children_shape[1:]):
+            raise ValueError(
+                "`AttentionRouting` needs every dimension of the children "
+                "but the batch size to be known. Received: "
+                f"input_shape={children_shape}")
+        if self.built and children_shape[1:] != self._children_shape[1:]:
+            raise ValueError(
+                "`AttentionRouting` was built for children of shape "
+                f"{self._children_shape}. Received: "
+                f"input_shape={children_shape}")
+        if activations_shape is not None:
+            activations_shape = tuple(activations_shape)
+            if activations_shape[1:] != children_shape[1:-1]:
+                expected = ", ".join(map(str, children_shape[1:-1]))
+                raise ValueError(
+                    "Received an invalid shape for the activations (second "
+                    "input), expected the children's shape without its "
+                    f"last axis, (batch, {expected}). Received: "
+                    f"activations.shape={activations_shape} for children "
+                    f"of shape {children_shape}")
+
+    def compute_output_shape(self, input_shape):
+        children_shape, activations_shape = self._split_shapes(input_shape)
+        self._check_shapes(children_shape, activations_shape)
+        return (children_shape[0], self.num_capsules, self.capsule_dim)
+
+    def compute_output_spec(self, inputs, return_couplings=False):
+        children, activations = self._split_inputs(inputs)
+        children_shape = tuple(children.shape)
+        outputs = keras.KerasTensor(
+            self.compute_output_shape(
+                children_shape if activations is None
+                else [children_shape, tuple(activations.shape)]),
+            dtype=self.compute_dtype)
+        if not return_couplings:
+            return outputs
+        couplings = keras.KerasTensor(
+            (children_shape[0], self.num_heads,
+             math.prod(children_shape[1:-1]), self.num_capsules),
+            dtype=self.compute_dtype)
+        return outputs, couplings
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_capsules": self.num_capsules,
+            "capsule_dim": self.capsule_dim,
+            "num_iterations": self.num_iterations,
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_form": self.value_form,
+            "normalization": self.normalization,
+            "use_position_term": self.use_position_term,
+            "squash": self.squash,
+            "temperature": self.temperature,
+            "kernel_initializer":
+                keras.initializers.serialize(self.kernel_initializer),
+            "attention_initializer":
+                keras.initializers.serialize(self.attention_initializer),
+        })
+        config.update(serialize_regularizers_and_constraints(
+            self, ("kernel",)))
+        return config
