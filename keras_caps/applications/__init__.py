@@ -12,6 +12,11 @@ schedules), `compiling`. The transforms of a trained model
 from keras_caps.applications.capsnet import CAPSNET
 from keras_caps.applications.capsnet import CAPSNET_PRESETS
 from keras_caps.applications.capsnet import CapsNet
+from keras_caps.applications.capsule_classifier import CAPSULE_CLASSIFIER
+from keras_caps.applications.capsule_classifier import CAPSULE_CLASSIFIERS
+from keras_caps.applications.capsule_classifier import CNN_BASELINE
+from keras_caps.applications.capsule_classifier import CapsuleClassifier
+from keras_caps.applications.capsule_classifier import CNNBaseline
 from keras_caps.applications.efficient_capsnet import EFFICIENT_CAPSNET
 from keras_caps.applications.efficient_capsnet import EFFICIENT_CAPSNET_PRESETS
 from keras_caps.applications.efficient_capsnet import EfficientCapsNet
