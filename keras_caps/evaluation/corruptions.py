@@ -30,6 +30,7 @@ MAX_SHEAR = 0.2
 SCALE_RANGE = (0.8, 1.2)
 CANVAS_SIZE = 40
 PIXEL_RANGE = 255.0
+_AFFINE_CHUNK = 1000
 
 
 def gaussian_noise(images, stddev, seed):
@@ -235,6 +236,13 @@ def affine_transform(images, parameters, canvas_size=CANVAS_SIZE):
         float32 array `(batch, canvas_size, canvas_size, channels)`.
     """
     images = _check_images(images)
+    if len(images) > _AFFINE_CHUNK:  # Bounds the sampler's memory.
+        return np.concatenate([
+            affine_transform(
+                images[start:start + _AFFINE_CHUNK],
+                {key: value[start:start + _AFFINE_CHUNK]
+                 for key, value in parameters.items()}, canvas_size)
+            for start in range(0, len(images), _AFFINE_CHUNK)])
     batch, height, width, channels = images.shape
     matrices = affine_matrices(parameters)  # (b, 2, 2)
     translations = _translations(images, matrices, parameters, canvas_size)
