@@ -4,8 +4,8 @@ The backend-agnostic core (`ops`, `layers`, `losses`, `metrics`,
 `applications`, `inference`) is imported here. The parts that need
 TensorFlow or matplotlib (`keras_caps.datasets`, `keras_caps.training`,
 `keras_caps.export`, `keras_caps.visualization`, `keras_caps.evaluation`)
-are imported on first attribute access, so `import keras_caps` on the JAX backend imports no
-TensorFlow.
+are imported on first attribute access, so `import keras_caps` on the JAX
+backend imports no TensorFlow.
 """
 
 import importlib

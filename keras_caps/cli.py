@@ -10,6 +10,8 @@ Examples:
     keras-caps plot reconstructions \
         --model-path runs/efficient_capsnet_mnist/model.keras \
         --data-dir ../shared/data/mnist --output reconstructions.png
+    keras-caps compare --routers self_attention,dynamic,cnn --seeds 0,1 \
+        --epochs 2 --noise 0.1,0.2,0.4 --data-dir ../shared/data/mnist
 """
 
 import argparse
@@ -30,6 +32,7 @@ def build_parser():
     _add_evaluate_command(commands)
     _add_export_command(commands)
     _add_plot_command(commands)
+    _add_compare_command(commands)
     return parser
 
 
@@ -94,6 +97,7 @@ def _add_evaluate_command(commands):
     evaluate.add_argument("--seed", type=int, default=42)
     evaluate.add_argument("--output", default=None,
                           help="Also write the metrics to this JSON file.")
+    _add_corruption_arguments(evaluate)
 
 
 def _add_export_command(commands):
@@ -188,14 +192,28 @@ def _run(args):
         print(json.dumps(record, indent=2, sort_keys=True))
         print(f"Saved model, export and metrics under {output_dir}")
     elif args.command == "evaluate":
+        corruptions = _corruptions(args)
+        if corruptions:  # Checked before the (slow) clean evaluation.
+            from keras_caps.evaluation.robustness import check_corruptions
+
+            check_corruptions(args.dataset, corruptions)
         record = training.evaluate(
             args.model_path, args.dataset, batch_size=args.batch_size,
             data_dir=args.data_dir, seed=args.seed, dataset_options=options)
+        if corruptions:
+            from keras_caps.evaluation import evaluate_robustness
+
+            record["robustness"] = evaluate_robustness(
+                args.model_path, args.dataset, corruptions=corruptions,
+                data_dir=args.data_dir, seed=args.corruption_seed,
+                dataset_options=options)
         if args.output:
             from keras_caps.training.atomic_files import write_json_atomically
 
             write_json_atomically(args.output, record)
         print(json.dumps(record, indent=2, sort_keys=True))
+    elif args.command == "compare":
+        return _run_compare(args)
     elif args.command == "plot":
         from keras_caps.visualization import plot_to_file
 
@@ -232,6 +250,116 @@ def _run(args):
                                model_path=args.model_path)
         print(f"Exported the inference model to {args.export_dir}")
     return 0
+
+
+def _add_compare_command(commands):
+    from keras_caps.evaluation.comparison import COMPARED_MODELS
+
+    compare = commands.add_parser(
+        "compare", help="Train CapsuleClassifier with each router (and the "
+        "CNN baseline) for each seed under one recipe, evaluate them on "
+        "clean and corrupted test data, and write a table (Markdown, CSV, "
+        "JSON) and a plot. Resumable.")
+    compare.add_argument("--routers", type=_name_list,
+                         default=list(COMPARED_MODELS),
+                         help="Comma-separated, among "
+                         f"{','.join(COMPARED_MODELS)}. Defaults to all.")
+    compare.add_argument("--dataset", default="mnist",
+                         choices=("mnist", "fashion_mnist", "smallnorb",
+                                  "mnist_canvas"),
+                         help="mnist_canvas: MNIST digits placed at random "
+                         "on a 40x40 canvas (generated), for --affine.")
+    compare.add_argument("--seeds", type=_int_list, default=[0, 1],
+                         help="Comma-separated seeds, one model per router "
+                         "and seed. Defaults to 0,1.")
+    compare.add_argument("--epochs", type=_positive_int, default=None,
+                         help="Defaults to the preset's (150).")
+    compare.add_argument("--steps-per-epoch", type=_positive_int,
+                         default=None,
+                         help="Limit each epoch to this many steps.")
+    compare.add_argument("--batch-size", type=_positive_int, default=None,
+                         help="Defaults to the preset's (16).")
+    compare.add_argument("--validation", default="holdout",
+                         choices=("holdout", "test"))
+    compare.add_argument("--no-reconstruction", dest="reconstruction",
+                         action="store_false", default=True,
+                         help="Train the capsule models without their "
+                         "decoder.")
+    _add_data_arguments(compare)
+    compare.add_argument("--output-dir", default=None,
+                         help="Defaults to runs/compare_<dataset>.")
+    _add_corruption_arguments(compare)
+
+
+def _add_corruption_arguments(parser):
+    parser.add_argument("--noise", type=_float_list, default=None,
+                        help="Gaussian noise standard deviations, fractions "
+                        "of the pixel range in [0, 1], comma-separated.")
+    parser.add_argument("--pixel-corruption", type=_float_list,
+                        default=None,
+                        help="Fractions of pixels replaced by uniform noise, "
+                        "in [0, 1], comma-separated.")
+    parser.add_argument("--occlusion", type=_int_list, default=None,
+                        help="Sides in pixels of a randomly placed blanked "
+                        "square, comma-separated.")
+    parser.add_argument("--affine", action="store_true",
+                        help="The generated affNIST-style test set (MNIST "
+                        "test digits rotated, sheared, scaled and "
+                        "translated on a 40x40 canvas); for models trained "
+                        "on --dataset mnist_canvas.")
+    parser.add_argument("--corruption-seed", type=int, default=1234,
+                        help="Seeds the corruptions (the same images for "
+                        "every model).")
+
+
+def _corruptions(args):
+    corruptions = {"noise": args.noise, "pixels": args.pixel_corruption,
+                   "occlusion": args.occlusion, "affine": args.affine}
+    return {kind: value for kind, value in corruptions.items() if value}
+
+
+def _run_compare(args):
+    from keras_caps.evaluation import compare
+
+    output_dir = args.output_dir or os.path.join(
+        "runs", f"compare_{args.dataset}")
+    results = compare(
+        args.routers, args.dataset, output_dir=output_dir, seeds=args.seeds,
+        epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+        batch_size=args.batch_size, data_dir=args.data_dir,
+        validation=args.validation, reconstruction=args.reconstruction,
+        corruptions=_corruptions(args),
+        evaluation_seed=args.corruption_seed, verbose=0)
+    with open(os.path.join(output_dir, "results.md")) as file:
+        print(file.read())
+    for router, row in results["routers"].items():
+        print(f"{router}: {row['trainable_parameters']:,} trainable "
+              "parameters")
+    print(f"Wrote results.md, results.csv, results.json and "
+          f"accuracy_vs_severity.png under {output_dir}")
+    return 0
+
+
+def _name_list(text):
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _int_list(text):
+    try:
+        return [int(value) for value in _name_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected comma-separated integers, received "
+            f"{text!r}") from None
+
+
+def _float_list(text):
+    try:
+        return [float(value) for value in _name_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected comma-separated numbers, received "
+            f"{text!r}") from None
 
 
 def _add_data_arguments(parser):

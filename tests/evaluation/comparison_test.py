@@ -1,10 +1,13 @@
+import contextlib
 import csv
+import io
 import json
 import os
 
 import keras
 import numpy as np
 
+from keras_caps import cli
 from keras_caps.evaluation import comparison
 from keras_caps.evaluation import corruptions
 from keras_caps.testing import TestCase
@@ -19,9 +22,8 @@ def _tiny_mnist(folder):
                              synthetic_digits(30, seed=1))
 
 
-def _independent_accuracy(model_path, images, labels, corrupt=None):
-    """Accuracy of a saved model, without keras_caps.evaluation."""
-    model = keras.saving.load_model(model_path)
+def _independent_accuracy(model, images, labels):
+    """Accuracy of a loaded model, without keras_caps.evaluation."""
     if isinstance(model.input, dict):  # decoder models: images and labels
         inputs = {"image": images,
                   "label": np.zeros((len(images), 10), "float32")}
@@ -54,15 +56,16 @@ class CompareTest(TestCase):
         for router in ("self_attention", "cnn"):
             clean, noisy, occluded = [], [], []
             for seed in (0, 1):
-                path = os.path.join(comparison.run_dir(output_dir, router,
-                                                       seed), "model.keras")
-                clean.append(_independent_accuracy(path, images,
+                model = keras.saving.load_model(os.path.join(
+                    comparison.run_dir(output_dir, router, seed),
+                    "model.keras"))
+                clean.append(_independent_accuracy(model, images,
                                                    test_labels))
                 noisy.append(_independent_accuracy(
-                    path, corruptions.gaussian_noise(images, 0.3, 7 + 1000),
+                    model, corruptions.gaussian_noise(images, 0.3, 7 + 1000),
                     test_labels))
                 occluded.append(_independent_accuracy(
-                    path, corruptions.occlusion(images, 10, 7 + 3000),
+                    model, corruptions.occlusion(images, 10, 7 + 3000),
                     test_labels))
             row = rows[router]
             for key, values in (("clean", clean), ("noise:0.3", noisy),
@@ -139,3 +142,22 @@ class CompareTest(TestCase):
         with self.assertRaisesRegex(ValueError, "not a comparison folder"):
             comparison.compare(["cnn"], output_dir=output_dir)
         self.assertEqual(os.listdir(output_dir), ["notes.txt"])
+
+
+class CompareCommandTest(TestCase):
+    def test_bad_input_is_a_clear_error(self):
+        output_dir = os.path.join(self.get_temp_dir(), "unused")
+        for flags, message in (
+                (["--routers", "dynamic,dynamic"], "Duplicate routers"),
+                (["--routers", "dynamic,em"], r"Unknown routers \['em'\]"),
+                (["--seeds", ","], "at least one seed"),
+                (["--pixel-corruption", "1.2"], r"pixels severity"),
+                (["--dataset", "smallnorb", "--affine"], "stereo pairs")):
+            stderr = io.StringIO()
+            with contextlib.redirect_stderr(stderr):
+                code = cli.main(["compare", "--output-dir", output_dir,
+                                 *flags])
+            self.assertEqual(code, 2, flags)
+            self.assertRegex(stderr.getvalue(),
+                             "keras-caps compare: error: .*" + message)
+        self.assertFalse(os.path.exists(output_dir))
