@@ -37,7 +37,7 @@ class Squash(keras.layers.Layer):
     Example:
 
     >>> v = keras_caps.layers.Squash(variant="sabour")(np.array([[3.0, 4.0]]))
-    >>> np.round(keras.ops.convert_to_numpy(v), 4).tolist()
+    >>> np.round(keras.ops.convert_to_numpy(v).astype("float64"), 4).tolist()
     [[0.5769, 0.7692]]
 
     Reference:
