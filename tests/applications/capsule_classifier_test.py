@@ -90,8 +90,19 @@ class CapsuleClassifierTest(TestCase):
                    zip(before, model.trainable_weights, strict=True)]
         self.assertTrue(all(changed[-3:]))  # the router's weights train
         scores = model.predict(images, verbose=0)
-        # Squashed class capsules: lengths in [0, 1).
-        self.assertTrue(np.all((scores >= 0) & (scores < 1)))
+        # Squashed class capsules: lengths in [0, 1), and not saturated
+        # (LayerNormed capsules squashed unscaled have lengths ~0.98).
+        self.assertTrue(np.all((scores >= 0) & (scores < 0.95)))
+
+    def test_vector_routing_outputs_are_not_normalized(self):
+        # Its LayerNorm has no affine weights: every class capsule would
+        # have the same length, and the lengths no class information.
+        model = CapsuleClassifier("mnist", router="vector",
+                                  input_shape=_SHAPE, reconstruction=False,
+                                  compile=False)
+        self.assertFalse(model.get_layer("routing").normalize)
+        scores = model.predict(_batch(False)[0], verbose=0)
+        self.assertGreater(scores.std(axis=1).min(), 1e-3)
 
     def test_preset_parameters_on_mnist(self):
         for router, count in _ROUTER_PARAMETERS.items():

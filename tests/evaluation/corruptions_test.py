@@ -162,3 +162,12 @@ class NoiseTest(TestCase):
     def test_bad_severity(self, kind, severity, error, message):
         with self.assertRaisesRegex(error, message):
             corruptions.check_severity(kind, severity, image_size=16)
+
+
+class DocstringTest(TestCase):
+    def test_examples(self):
+        import doctest
+
+        results = doctest.testmod(corruptions, extraglobs={"np": np})
+        self.assertGreater(results.attempted, 0)
+        self.assertEqual(results.failed, 0)

@@ -1,4 +1,5 @@
 import functools
+import math
 
 import keras
 
@@ -38,7 +39,8 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     x        = stem(image / 255)                   # Efficient-CapsNet's
     primary  = PrimaryCaps(x)                      # (batch, 16, 8)
     classes  = router(primary)                     # (batch, classes, 16)
-    classes  = squash(classes)     # for routers ending in a LayerNorm
+    classes  = squash(classes / sqrt(16))  # LayerNormed router outputs
+    classes  = squash(classes)             # other unsquashed outputs
     scores   = Length(classes)                     # (batch, classes)
     ```
 
@@ -47,8 +49,11 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     - `"self_attention"`: `FCCaps`; the model is Efficient-CapsNet.
     - `"dynamic"`: `DynamicRouting`, 3 iterations (Sabour et al., 2017).
     - `"inverted_attention"`: `InvertedAttentionRouting` with vector poses,
-      2 passes (Tsai et al., 2020), squashed.
-    - `"vector"`: `VectorRouting`, 2 iterations (Heinsen, 2022), squashed.
+      2 passes (Tsai et al., 2020); its LayerNormed outputs are scaled by
+      `1 / sqrt(16)` and squashed.
+    - `"vector"`: `VectorRouting`, 2 iterations (Heinsen, 2022), without
+      its output normalisation (which would give every class capsule the
+      same length), squashed.
 
     Trainable parameters on MNIST without the decoder: 161,824
     (self_attention), 161,664 (dynamic), 161,696 (inverted_attention),
@@ -107,16 +112,21 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
         images, dataset, preset, input_shape, input_statistics)
     capsules = efficient_capsnet_stem.primary_capsules(
         x, preset, input_shape)  # (batch, num_primary, primary_dim)
+    capsule_dim = preset["capsule_dim"]
     layer = spec.factory(
-        num_classes, preset["capsule_dim"], capsules.shape[1],
-        router_options, "routing" if spec.squash_outputs else "digit_caps")
+        num_classes, capsule_dim, capsules.shape[1], router_options,
+        "digit_caps" if spec.outputs == "squashed" else "routing")
     class_capsules = layer(capsules)  # (batch, num_classes, capsule_dim)
-    if spec.squash_outputs:
+    if spec.outputs == "layer_norm":  # norms ~sqrt(d) -> ~1
+        class_capsules = keras.layers.Rescaling(
+            1.0 / math.sqrt(capsule_dim), name="routing_scale")(
+                class_capsules)
+    if spec.outputs != "squashed":
         class_capsules = layers.Squash(name="digit_caps")(class_capsules)
     decoder = None
     if reconstruction:
         decoder = efficient_capsnet_stem.decoder(
-            preset, input_shape, num_classes * preset["capsule_dim"])
+            preset, input_shape, num_classes * capsule_dim)
     return capsule_head_model(
         images, class_capsules, decoder, preset,
         name or f"capsule_classifier_{router}", compile=compile,

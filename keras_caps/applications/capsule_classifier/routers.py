@@ -2,9 +2,18 @@
 
 `ROUTERS` maps a router name to a `Router`: a factory that makes the layer
 from the class count, the capsule size, the number of primary capsules and
-the user's options, and whether its outputs still need a squash (routers
-that end in a LayerNorm give lengths outside [0, 1), which the margin loss
-and the capsule lengths as class scores need).
+the user's options, and what its outputs are (`OUTPUT_KINDS`), which says
+how the capsule head gets capsules whose lengths, in [0, 1), are the class
+scores of the margin loss:
+
+- `"squashed"`: used as they are (`FCCaps`, `DynamicRouting`).
+- `"unsquashed"`: squashed by a `Squash` layer (`VectorRouting` with
+  `normalize=False`).
+- `"layer_norm"`: each output capsule is LayerNormed, so its norm is about
+  `sqrt(capsule_dim)`, where the squash saturates (its slope at a norm of
+  4 is e^-4); the capsules are scaled by `1 / sqrt(capsule_dim)` first
+  (`InvertedAttentionRouting`). The LayerNorm's affine weights, shared by
+  all capsules, are what makes lengths differ between classes.
 
 Adding a router is one entry. For example, once
 `keras_caps.layers.AttentionRouting` exists:
@@ -15,7 +24,8 @@ def _attention(num_capsules, capsule_dim, num_inputs, options, name):
         num_capsules, capsule_dim, **{"num_iterations": 1, **options},
         name=name)
 
-ROUTERS["attention"] = Router(_attention, squash_outputs=...)
+ROUTERS["attention"] = Router(_attention, layers.AttentionRouting,
+                              outputs=..., description="...")
 ```
 
 and the agreement + attention hybrid, `DynamicRouting(...,
@@ -31,6 +41,8 @@ from collections.abc import Callable
 
 from keras_caps import layers
 
+OUTPUT_KINDS = ("squashed", "unsquashed", "layer_norm")
+
 
 @dataclasses.dataclass(frozen=True)
 class Router:
@@ -43,15 +55,22 @@ class Router:
             `(batch, num_capsules, capsule_dim)`.
         layer_class: The layer's class, whose constructor arguments are the
             options a user may pass.
-        squash_outputs: bool. Squash the layer's outputs (efficient squash)
-            before the capsule head.
+        outputs: str. One of `OUTPUT_KINDS`: `"squashed"`, `"unsquashed"`
+            (the head squashes them) or `"layer_norm"` (the head scales
+            them by `1 / sqrt(capsule_dim)` and squashes them).
         description: str. One line for tables and help texts.
     """
 
     factory: Callable
     layer_class: type
-    squash_outputs: bool
+    outputs: str
     description: str
+
+    def __post_init__(self):
+        if self.outputs not in OUTPUT_KINDS:
+            raise ValueError(
+                f"Unknown `outputs`. Expected one of {list(OUTPUT_KINDS)}. "
+                f"Received: outputs={self.outputs!r}")
 
     def check_options(self, name, options):
         """Raises a `ValueError` for options the layer does not take."""
@@ -91,23 +110,26 @@ def _inverted_attention(num_capsules, capsule_dim, num_inputs, options,
 
 
 def _vector(num_capsules, capsule_dim, num_inputs, options, name):
+    # Unnormalised outputs: with `normalize=True` (a LayerNorm without
+    # affine weights) every class capsule has the same length.
     return layers.VectorRouting(
         num_capsules, capsule_dim,
-        **{"num_inputs": num_inputs, **options}, name=name)
+        **{"num_inputs": num_inputs, "normalize": False, **options},
+        name=name)
 
 
 ROUTERS = {
     "self_attention": Router(
-        _self_attention, layers.FCCaps, squash_outputs=False,
+        _self_attention, layers.FCCaps, outputs="squashed",
         description="FCCaps self-attention routing (Efficient-CapsNet)"),
     "dynamic": Router(
-        _dynamic, layers.DynamicRouting, squash_outputs=False,
+        _dynamic, layers.DynamicRouting, outputs="squashed",
         description="dynamic routing by agreement, 3 iterations"),
     "inverted_attention": Router(
         _inverted_attention, layers.InvertedAttentionRouting,
-        squash_outputs=True,
+        outputs="layer_norm",
         description="inverted dot-product attention routing, 2 passes"),
     "vector": Router(
-        _vector, layers.VectorRouting, squash_outputs=True,
-        description="Heinsen's vector routing, 2 iterations"),
+        _vector, layers.VectorRouting, outputs="unsquashed",
+        description="Heinsen's vector routing, 2 iterations, unnormalised"),
 }
