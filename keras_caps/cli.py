@@ -285,6 +285,11 @@ def _add_compare_command(commands):
                          action="store_false", default=True,
                          help="Train the capsule models without their "
                          "decoder.")
+    compare.add_argument("--isolation", default="process",
+                         choices=("process", "session"),
+                         help="process: each model in a process of its own "
+                         "(flat memory); session: all in this process, "
+                         "clearing the Keras session between models.")
     _add_data_arguments(compare)
     compare.add_argument("--output-dir", default=None,
                          help="Defaults to runs/compare_<dataset>.")
@@ -329,7 +334,8 @@ def _run_compare(args):
         batch_size=args.batch_size, data_dir=args.data_dir,
         validation=args.validation, reconstruction=args.reconstruction,
         corruptions=_corruptions(args),
-        evaluation_seed=args.corruption_seed, verbose=0)
+        evaluation_seed=args.corruption_seed, isolation=args.isolation,
+        verbose=0)
     with open(os.path.join(output_dir, "results.md")) as file:
         print(file.read())
     for router, row in results["routers"].items():

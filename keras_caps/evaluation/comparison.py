@@ -5,7 +5,8 @@
 with the training recipe of `keras-caps train` (`keras_caps.training.
 train`: the preset's optimizer, schedule, augmentation and batch size,
 the same epochs and steps, model selection on the holdout), one model
-after the other with `keras.backend.clear_session()` between them, then
+after the other, each in a process of its own (or after
+`keras.backend.clear_session()`), then
 evaluates every selected model on the same clean and corrupted test data
 (`keras_caps.evaluation.robustness`). It writes under `output_dir`:
 
@@ -28,6 +29,8 @@ import io
 import json
 import logging
 import os
+import subprocess
+import sys
 import warnings
 
 import keras
@@ -51,12 +54,14 @@ COMPARED_MODELS = {
 _SEVERITY_LABELS = {"noise": "noise std", "pixels": "pixels replaced",
                     "occlusion": "occluded side (px)"}
 SETTINGS_FILE = "compare.json"
+ISOLATIONS = ("process", "session")
 
 
 def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             epochs=None, steps_per_epoch=None, batch_size=None,
             data_dir=None, validation="holdout", reconstruction=True,
-            corruptions=None, evaluation_seed=1234, verbose=0):
+            corruptions=None, evaluation_seed=1234, isolation="process",
+            verbose=0):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -78,6 +83,11 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             `keras_caps.evaluation.robustness.check_corruptions`.
         evaluation_seed: int. Seeds the corruptions, the same for every
             model. Defaults to `1234`.
+        isolation: str. `"process"` (default): each model trains and is
+            evaluated in a process of its own, so the peak memory is one
+            model's; `"session"`: in this process, after
+            `keras.backend.clear_session()` (no process start-up, but
+            memory grows by some megabytes per model).
         verbose: Keras `fit` verbosity. Defaults to `0`.
 
     Returns:
@@ -94,12 +104,16 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
     settings = _check_settings(
         routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
         validation, reconstruction, corruptions, evaluation_seed)
+    if isolation not in ISOLATIONS:
+        raise ValueError(
+            f"Unknown `isolation`. Expected one of {list(ISOLATIONS)}. "
+            f"Received: isolation={isolation!r}")
     _claim_output_dir(output_dir, settings)
     runs = []
     for router in settings["routers"]:
         for seed in settings["seeds"]:
-            runs.append(_train_and_evaluate(router, seed, settings,
-                                            output_dir, data_dir, verbose))
+            runs.append(_run_model(router, seed, settings, output_dir,
+                                   data_dir, verbose, isolation))
     steps = _steps_per_epoch(settings, data_dir)
     results = {"settings": settings, "models": runs,
                "routers": _aggregate(runs, settings, steps)}
@@ -205,17 +219,79 @@ def run_dir(output_dir, router, seed):
     return os.path.join(output_dir, "models", f"{router}_seed{seed}")
 
 
-def _train_and_evaluate(router, seed, settings, output_dir, data_dir,
-                        verbose):
+def _evaluation_settings(settings):
+    return {"corruptions": settings["corruptions"],
+            "seed": settings["evaluation_seed"]}
+
+
+def _finished_evaluation(folder, settings):
+    """The model's `robustness.json` if made with these settings."""
+    path = os.path.join(folder, "robustness.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as file:
+        evaluation = json.load(file)
+    if evaluation.get("settings") != json.loads(json.dumps(
+            _evaluation_settings(settings))):
+        return None
+    return evaluation
+
+
+def _run_model(router, seed, settings, output_dir, data_dir, verbose,
+               isolation):
+    """Trains and evaluates one model unless done; returns its record."""
     folder = run_dir(output_dir, router, seed)
     metrics_path = os.path.join(folder, "metrics.json")
-    dataset = settings["dataset"]
-    if os.path.exists(metrics_path):
-        logging.info("%s, seed %d: already trained, not retrained", router,
+    trained_before = os.path.exists(metrics_path)
+    if trained_before and _finished_evaluation(folder, settings):
+        logging.info("%s, seed %d: already trained and evaluated", router,
                      seed)
-        trained_now = False
+    elif isolation == "process":
+        arguments = json.dumps([router, seed, settings, output_dir,
+                                data_dir, verbose])
+        # The child imports this very keras_caps, installed or not.
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": package_root if not path
+               else package_root + os.pathsep + path}
+        completed = subprocess.run(  # noqa: S603 (our own module)
+            [sys.executable, "-m", "keras_caps.evaluation.comparison",
+             arguments], check=False, env=env)
+        if completed.returncode:
+            raise RuntimeError(
+                f"Training or evaluating {router!r} with seed {seed} "
+                f"failed in its process (exit code {completed.returncode})"
+                f"; its output is above. Rerun the same command to resume.")
     else:
+        train_and_evaluate(router, seed, settings, output_dir, data_dir,
+                           verbose)
+        _free_memory()
+    with open(metrics_path) as file:
+        training_record = json.load(file)
+    return {"router": router, "seed": seed,
+            "model_path": os.path.join(folder, "model.keras"),
+            "trained_now": not trained_before,
+            "train_seconds": training_record["train_seconds_this_run"],
+            "selected_epoch": training_record["selected_epoch"],
+            "hardware": training_record["hardware"],
+            "evaluation": _finished_evaluation(folder, settings)}
+
+
+def train_and_evaluate(router, seed, settings, output_dir, data_dir,
+                       verbose=0):
+    """One model of a comparison: trains it unless done, evaluates it.
+
+    Writes the run of `keras_caps.training.train` under `run_dir(...)`
+    and its `robustness.json`.
+    """
+    folder = run_dir(output_dir, router, seed)
+    dataset = settings["dataset"]
+    evaluation_path = os.path.join(folder, "robustness.json")
+    if not os.path.exists(os.path.join(folder, "metrics.json")):
         logging.info("%s, seed %d: training", router, seed)
+        if os.path.exists(evaluation_path):
+            os.remove(evaluation_path)  # Of an earlier, unfinished model.
         training.train(
             COMPARED_MODELS[router], dataset, output_dir=folder,
             epochs=settings["epochs"],
@@ -224,36 +300,15 @@ def _train_and_evaluate(router, seed, settings, output_dir, data_dir,
             validation=settings["validation"],
             reconstruction=(settings["reconstruction"]
                             and router != "cnn"), verbose=verbose)
-        trained_now = True
         _free_memory()
-    with open(metrics_path) as file:
-        training_record = json.load(file)
-    evaluation_path = os.path.join(folder, "robustness.json")
-    evaluation = None
-    if os.path.exists(evaluation_path):
-        with open(evaluation_path) as file:
-            evaluation = json.load(file)
-        if trained_now or evaluation.get("settings") != {
-                "corruptions": settings["corruptions"],
-                "seed": settings["evaluation_seed"]}:
-            evaluation = None
-    if evaluation is None:
+    if _finished_evaluation(folder, settings) is None:
+        logging.info("%s, seed %d: evaluating", router, seed)
         record = robustness.evaluate_robustness(
             os.path.join(folder, "model.keras"), dataset,
             corruptions=settings["corruptions"], data_dir=data_dir,
             seed=settings["evaluation_seed"])
-        evaluation = {"settings": {"corruptions": settings["corruptions"],
-                                   "seed": settings["evaluation_seed"]},
-                      **record}
-        write_json_atomically(evaluation_path, evaluation)
-        _free_memory()
-    return {"router": router, "seed": seed,
-            "model_path": os.path.join(folder, "model.keras"),
-            "trained_now": trained_now,
-            "train_seconds": training_record["train_seconds_this_run"],
-            "selected_epoch": training_record["selected_epoch"],
-            "hardware": training_record["hardware"],
-            "evaluation": evaluation}
+        write_json_atomically(evaluation_path, {
+            "settings": _evaluation_settings(settings), **record})
 
 
 def _free_memory():
@@ -428,3 +483,16 @@ def _write_text(path, text):
     os.replace(temporary, path)
 
 
+
+
+def _main(argv):
+    """Entry point of a model's own process: `train_and_evaluate`."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    router, seed, settings, output_dir, data_dir, verbose = json.loads(
+        argv[0])
+    train_and_evaluate(router, seed, settings, output_dir, data_dir,
+                       verbose)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

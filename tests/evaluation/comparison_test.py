@@ -37,9 +37,12 @@ class CompareTest(TestCase):
     def test_end_to_end_resume_and_refusal(self):
         data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"))
         output_dir = os.path.join(self.get_temp_dir(), "compare")
+        # In this process, to keep the test short; `test_compare_command`
+        # runs the default, a process per model.
         kwargs = dict(output_dir=output_dir, seeds=[0, 1], epochs=1,
                       steps_per_epoch=2, batch_size=16, data_dir=data_dir,
-                      corruptions=_CORRUPTIONS, evaluation_seed=7)
+                      corruptions=_CORRUPTIONS, evaluation_seed=7,
+                      isolation="session")
         results = comparison.compare(["self_attention", "cnn"], "mnist",
                                      **kwargs)
         for name in ("compare.json", "results.md", "results.csv",
@@ -145,6 +148,30 @@ class CompareTest(TestCase):
 
 
 class CompareCommandTest(TestCase):
+    def test_compare_command(self):
+        # The command line, each model in its own process (the default).
+        data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"))
+        output_dir = os.path.join(self.get_temp_dir(), "compare")
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            code = cli.main(["compare", "--routers", "cnn", "--seeds", "3",
+                             "--epochs", "1", "--steps-per-epoch", "2",
+                             "--data-dir", data_dir, "--output-dir",
+                             output_dir, "--pixel-corruption", "0.25"])
+        self.assertEqual(code, 0)
+        self.assertIn("cnn: 161,834 trainable parameters", stdout.getvalue())
+        with open(os.path.join(output_dir, "results.json")) as file:
+            results = json.load(file)
+        (run,) = results["models"]
+        self.assertTrue(run["trained_now"])
+        images, labels = synthetic_digits(30, seed=1)
+        model = keras.saving.load_model(run["model_path"])
+        pixels = corruptions.pixel_corruption(
+            images[..., None].astype("float32"), 0.25, 1234 + 2000)
+        self.assertAllClose(
+            results["routers"]["cnn"]["accuracy"]["pixels:0.25"]["mean"],
+            _independent_accuracy(model, pixels, labels))
+
     def test_bad_input_is_a_clear_error(self):
         output_dir = os.path.join(self.get_temp_dir(), "unused")
         for flags, message in (
