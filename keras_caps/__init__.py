@@ -3,9 +3,9 @@
 The backend-agnostic core (`ops`, `layers`, `losses`, `metrics`,
 `applications`, `inference`) is imported here. The parts that need
 TensorFlow or matplotlib (`keras_caps.datasets`, `keras_caps.training`,
-`keras_caps.export`, `keras_caps.visualization`) are imported on first
-attribute access, so `import keras_caps` on the JAX backend imports no
-TensorFlow.
+`keras_caps.export`, `keras_caps.visualization`, `keras_caps.evaluation`)
+are imported on first attribute access, so `import keras_caps` on the JAX
+backend imports no TensorFlow.
 """
 
 import importlib
@@ -18,7 +18,8 @@ from keras_caps import metrics
 from keras_caps import ops
 from keras_caps.version import __version__
 
-_LAZY_SUBPACKAGES = ("datasets", "export", "training", "visualization")
+_LAZY_SUBPACKAGES = ("datasets", "evaluation", "export", "training",
+                     "visualization")
 
 
 def __getattr__(name):

@@ -11,6 +11,8 @@ Examples:
     keras-caps plot reconstructions \
         --model-path runs/efficient_capsnet_mnist/model.keras \
         --data-dir ../shared/data/mnist --output reconstructions.png
+    keras-caps compare --routers self_attention,dynamic,cnn --seeds 0,1 \
+        --epochs 2 --noise 0.1,0.2,0.4 --data-dir ../shared/data/mnist
 """
 
 import argparse
@@ -31,6 +33,7 @@ def build_parser():
     _add_evaluate_command(commands)
     _add_export_command(commands)
     _add_plot_command(commands)
+    _add_compare_command(commands)
     return parser
 
 
@@ -115,6 +118,7 @@ def _add_evaluate_command(commands):
     evaluate.add_argument("--seed", type=int, default=42)
     evaluate.add_argument("--output", default=None,
                           help="Also write the metrics to this JSON file.")
+    _add_corruption_arguments(evaluate)
 
 
 def _add_export_command(commands):
@@ -235,6 +239,16 @@ def _run(args):
     elif args.command == "evaluate":
         if args.output:  # Checked before the (slow) evaluation.
             _check_output_file(args.output, "--output")
+        corruptions = _corruptions(args)
+        if corruptions:  # Checked before the (slow) clean evaluation.
+            from keras_caps.evaluation.robustness import check_corruptions
+
+            if args.weights:
+                raise ValueError(
+                    "The corruption options evaluate a saved model: use "
+                    "them with `--model-path`, not `--weights`. Received: "
+                    f"--weights={args.weights!r}")
+            check_corruptions(args.dataset, corruptions)
         if args.weights:
             from keras_caps.training.official_evaluation import (
                 evaluate_official_weights,
@@ -248,6 +262,13 @@ def _run(args):
             record = training.evaluate(
                 args.model_path, args.dataset, batch_size=args.batch_size,
                 data_dir=args.data_dir, seed=args.seed,
+                dataset_options=options)
+        if corruptions:
+            from keras_caps.evaluation import evaluate_robustness
+
+            record["robustness"] = evaluate_robustness(
+                args.model_path, args.dataset, corruptions=corruptions,
+                data_dir=args.data_dir, seed=args.corruption_seed,
                 dataset_options=options)
         # Printed first: a failed write below does not lose the metrics.
         print(json.dumps(record, indent=2, sort_keys=True))
@@ -312,6 +333,122 @@ def _check_output_file(path, argument_name):
         raise ValueError(
             f"`{argument_name}` cannot be written: {folder!r} is not a "
             f"writable folder. Received: {argument_name}={path!r}")
+
+
+def _add_compare_command(commands):
+    from keras_caps.evaluation.comparison import COMPARED_MODELS
+
+    compare = commands.add_parser(
+        "compare", help="Train CapsuleClassifier with each router (and the "
+        "CNN baseline) for each seed under one recipe, evaluate them on "
+        "clean and corrupted test data, and write a table (Markdown, CSV, "
+        "JSON) and a plot. Resumable.")
+    compare.add_argument("--routers", type=_name_list,
+                         default=list(COMPARED_MODELS),
+                         help="Comma-separated, among "
+                         f"{','.join(COMPARED_MODELS)}. Defaults to all.")
+    compare.add_argument("--dataset", default="mnist",
+                         choices=("mnist", "fashion_mnist", "smallnorb",
+                                  "mnist_canvas"),
+                         help="mnist_canvas: MNIST digits placed at random "
+                         "on a 40x40 canvas (generated), for --affine.")
+    compare.add_argument("--seeds", type=_int_list, default=[0, 1],
+                         help="Comma-separated seeds, one model per router "
+                         "and seed. Defaults to 0,1.")
+    compare.add_argument("--epochs", type=_positive_int, default=None,
+                         help="Defaults to the preset's (150).")
+    compare.add_argument("--steps-per-epoch", type=_positive_int,
+                         default=None,
+                         help="Limit each epoch to this many steps.")
+    compare.add_argument("--batch-size", type=_positive_int, default=None,
+                         help="Defaults to the preset's (16).")
+    compare.add_argument("--validation", default="holdout",
+                         choices=("holdout", "test"))
+    compare.add_argument("--no-reconstruction", dest="reconstruction",
+                         action="store_false", default=True,
+                         help="Train the capsule models without their "
+                         "decoder.")
+    compare.add_argument("--isolation", default="process",
+                         choices=("process", "session"),
+                         help="process: each model in a process of its own "
+                         "(flat memory); session: all in this process, "
+                         "clearing the Keras session between models.")
+    _add_data_arguments(compare)
+    compare.add_argument("--output-dir", default=None,
+                         help="Defaults to runs/compare_<dataset>.")
+    _add_corruption_arguments(compare)
+
+
+def _add_corruption_arguments(parser):
+    parser.add_argument("--noise", type=_float_list, default=None,
+                        help="Gaussian noise standard deviations, fractions "
+                        "of the pixel range in [0, 1], comma-separated.")
+    parser.add_argument("--pixel-corruption", type=_float_list,
+                        default=None,
+                        help="Fractions of pixels replaced by uniform noise, "
+                        "in [0, 1], comma-separated.")
+    parser.add_argument("--occlusion", type=_int_list, default=None,
+                        help="Sides in pixels of a randomly placed blanked "
+                        "square, comma-separated.")
+    parser.add_argument("--affine", action="store_true",
+                        help="The generated affNIST-style test set (MNIST "
+                        "test digits rotated, sheared, scaled and "
+                        "translated on a 40x40 canvas); for models trained "
+                        "on --dataset mnist_canvas.")
+    parser.add_argument("--corruption-seed", type=int, default=1234,
+                        help="Seeds the corruptions (the same images for "
+                        "every model).")
+
+
+def _corruptions(args):
+    corruptions = {"noise": args.noise, "pixels": args.pixel_corruption,
+                   "occlusion": args.occlusion, "affine": args.affine}
+    return {kind: value for kind, value in corruptions.items() if value}
+
+
+def _run_compare(args):
+    from keras_caps.evaluation import compare
+
+    output_dir = args.output_dir or os.path.join(
+        "runs", f"compare_{args.dataset}")
+    results = compare(
+        args.routers, args.dataset, output_dir=output_dir, seeds=args.seeds,
+        epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+        batch_size=args.batch_size, data_dir=args.data_dir,
+        validation=args.validation, reconstruction=args.reconstruction,
+        corruptions=_corruptions(args),
+        evaluation_seed=args.corruption_seed, isolation=args.isolation,
+        verbose=0)
+    with open(os.path.join(output_dir, "results.md")) as file:
+        print(file.read())
+    for router, row in results["routers"].items():
+        print(f"{router}: {row['trainable_parameters']:,} trainable "
+              "parameters")
+    print(f"Wrote results.md, results.csv, results.json and "
+          f"accuracy_vs_severity.png under {output_dir}")
+    return 0
+
+
+def _name_list(text):
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _int_list(text):
+    try:
+        return [int(value) for value in _name_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected comma-separated integers, received "
+            f"{text!r}") from None
+
+
+def _float_list(text):
+    try:
+        return [float(value) for value in _name_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected comma-separated numbers, received "
+            f"{text!r}") from None
 
 
 def _add_data_arguments(parser):

@@ -14,6 +14,11 @@ and are re-exported here.
 from keras_caps.applications.capsnet import CAPSNET
 from keras_caps.applications.capsnet import CAPSNET_PRESETS
 from keras_caps.applications.capsnet import CapsNet
+from keras_caps.applications.capsule_classifier import CAPSULE_CLASSIFIER
+from keras_caps.applications.capsule_classifier import CAPSULE_CLASSIFIERS
+from keras_caps.applications.capsule_classifier import CNN_BASELINE
+from keras_caps.applications.capsule_classifier import CapsuleClassifier
+from keras_caps.applications.capsule_classifier import CNNBaseline
 from keras_caps.applications.efficient_capsnet import EFFICIENT_CAPSNET
 from keras_caps.applications.efficient_capsnet import EFFICIENT_CAPSNET_PRESETS
 from keras_caps.applications.efficient_capsnet import EfficientCapsNet

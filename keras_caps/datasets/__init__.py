@@ -15,8 +15,8 @@ from keras_caps.datasets.dataset_info import DATASETS
 from keras_caps.datasets.dataset_info import DatasetInfo
 
 _SUBMODULES = ("augmentation", "cifar", "crops", "fashion_mnist", "holdout",
-               "idx", "mnist", "multi_mnist", "pipeline", "smallnorb",
-               "sources", "tfds_splits")
+               "idx", "mnist", "mnist_canvas", "multi_mnist", "pipeline",
+               "smallnorb", "sources", "tfds_splits")
 
 
 def __getattr__(name):

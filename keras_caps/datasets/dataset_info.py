@@ -35,6 +35,10 @@ DATASETS = {
     "mnist": DatasetInfo(input_shape=(28, 28, 1), num_classes=10,
                          num_train=60000, num_validation=6000,
                          num_test=10000),
+    # Generated: MNIST digits on a 40 x 40 canvas (`mnist_canvas.load`).
+    "mnist_canvas": DatasetInfo(input_shape=(40, 40, 1), num_classes=10,
+                                num_train=60000, num_validation=6000,
+                                num_test=10000),
     "fashion_mnist": DatasetInfo(input_shape=(28, 28, 1), num_classes=10,
                                  num_train=60000, num_validation=6000,
                                  num_test=10000),

@@ -5,11 +5,13 @@ import inspect
 from keras_caps.datasets import cifar
 from keras_caps.datasets import fashion_mnist
 from keras_caps.datasets import mnist
+from keras_caps.datasets import mnist_canvas
 from keras_caps.datasets import multi_mnist
 from keras_caps.datasets import smallnorb
 
 _LOADERS = {
     "mnist": mnist.load,
+    "mnist_canvas": mnist_canvas.load,
     "fashion_mnist": fashion_mnist.load,
     "smallnorb": smallnorb.load,
     "multi_mnist": multi_mnist.load,

@@ -13,4 +13,5 @@ from keras_caps.layers.inverted_attention_routing_stack import (
 from keras_caps.layers.length import Length
 from keras_caps.layers.mask import Mask
 from keras_caps.layers.primary_caps import PrimaryCaps
+from keras_caps.layers.squash import Squash
 from keras_caps.layers.vector_routing import VectorRouting

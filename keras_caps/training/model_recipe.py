@@ -7,6 +7,8 @@ model family").
 """
 
 from keras_caps.applications import CAPSNET
+from keras_caps.applications import CAPSULE_CLASSIFIERS
+from keras_caps.applications import CNN_BASELINE
 from keras_caps.applications import EFFICIENT_CAPSNET
 from keras_caps.applications import INVERTED_ATTENTION_CAPSNET
 from keras_caps.applications import VECTOR_ROUTING_CAPSNET
@@ -20,4 +22,8 @@ MODELS = {
     "vector_routing_capsnet": VECTOR_ROUTING_CAPSNET,
     "capsnet": CAPSNET,
     "inverted_attention_capsnet": INVERTED_ATTENTION_CAPSNET,
+    # One stem, every router (`keras-caps compare`): one name per router.
+    **{f"capsule_classifier_{router}": family
+       for router, family in CAPSULE_CLASSIFIERS.items()},
+    "cnn_baseline": CNN_BASELINE,
 }

@@ -19,7 +19,8 @@ def data_dir(tmp_path_factory):
 
 def test_datasets_presets():
     assert sorted(DATASETS) == ["cifar10", "cifar100", "fashion_mnist",
-                                "mnist", "multi_mnist", "smallnorb"]
+                                "mnist", "mnist_canvas", "multi_mnist",
+                                "smallnorb"]
     assert DATASETS["mnist"] == DatasetInfo((28, 28, 1), 10, 60000, 6000,
                                             10000)
     assert DATASETS["smallnorb"].input_shape == (48, 48, 2)

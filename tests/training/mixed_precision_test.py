@@ -25,6 +25,23 @@ MIXED = ("mixed_float16", "mixed_bfloat16")
 # steps the float32 runs are at 94-98 %, and run-to-run differences from
 # round-off stay within a couple of points.
 ACCURACY_MARGIN = 0.03
+# The routers of `CapsuleClassifier` and its CNN baseline share
+# Efficient-CapsNet's stem, head and layers (each tested under mixed
+# precision in tests/layers): one of them runs in CI, the rest are `large`
+# (about 12 s each on 2 CPU cores).
+_FAST_SHARED_STEM = ("capsule_classifier_inverted_attention",
+                     "mixed_bfloat16")
+
+
+def _short_trainings():
+    for name in sorted(MODELS):
+        for precision in MIXED:
+            slow = ((name.startswith("capsule_classifier_")
+                     or name == "cnn_baseline")
+                    and (name, precision) != _FAST_SHARED_STEM)
+            yield pytest.param(name, precision,
+                               marks=pytest.mark.large if slow else (),
+                               id=f"{name}-{precision}")
 
 
 @pytest.fixture
@@ -34,8 +51,7 @@ def policy():
     keras.config.set_dtype_policy(previous)
 
 
-@pytest.mark.parametrize("precision", MIXED)
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize(("name", "precision"), _short_trainings())
 def test_short_training_is_finite_with_float32_weights(name, precision,
                                                        policy):
     recipe = MODELS[name]

@@ -1,0 +1,149 @@
+import functools
+import math
+
+import keras
+
+from keras_caps import layers
+from keras_caps.api_export import keras_caps_export
+from keras_caps.applications.builder_arguments import resolve_num_classes
+from keras_caps.applications.capsule_classifier import efficient_capsnet_stem
+from keras_caps.applications.capsule_classifier.capsule_classifier_presets import (  # noqa: E501
+    CAPSULE_CLASSIFIER_PRESETS,
+)
+from keras_caps.applications.capsule_classifier.routers import ROUTERS
+from keras_caps.applications.capsule_head import capsule_head_model
+from keras_caps.applications.compiling import builder_docstring
+from keras_caps.applications.image_inputs import check_image_shape
+from keras_caps.applications.model_family import ModelFamily
+from keras_caps.validation import check_choice
+
+
+@keras_caps_export("keras_caps.applications.CapsuleClassifier")
+@builder_docstring
+def CapsuleClassifier(dataset="mnist", *, router="self_attention",
+                      router_options=None, input_shape=None,
+                      num_classes=None, reconstruction=True,
+                      input_statistics=None, compile=True, optimizer="auto",
+                      jit_compile="auto", name=None):
+    """One stem, any router: Efficient-CapsNet with a swappable router.
+
+    Efficient-CapsNet's convolutional stem and primary capsules for
+    `dataset` (Mazzia et al., 2021), then `router` as the class-capsule
+    layer, then the capsule head every capsule network here shares: the
+    capsule lengths as class scores, the margin loss and, with
+    `reconstruction=True`, Efficient-CapsNet's decoder. Only the router
+    changes between models, so they can be compared under one recipe
+    (`keras-caps compare`):
+
+    ```
+    x        = stem(image / 255)                   # Efficient-CapsNet's
+    primary  = PrimaryCaps(x)                      # (batch, 16, 8)
+    classes  = router(primary)                     # (batch, classes, 16)
+    classes  = squash(classes / sqrt(16))  # LayerNormed router outputs
+    classes  = squash(classes)             # other unsquashed outputs
+    scores   = Length(classes)                     # (batch, classes)
+    ```
+
+    Routers (`keras_caps.applications.capsule_classifier.ROUTERS`):
+
+    - `"self_attention"`: `FCCaps`; the model is Efficient-CapsNet.
+    - `"dynamic"`: `DynamicRouting`, 3 iterations (Sabour et al., 2017).
+    - `"inverted_attention"`: `InvertedAttentionRouting` with vector poses,
+      2 passes (Tsai et al., 2020); its LayerNormed outputs are scaled by
+      `1 / sqrt(16)` and squashed.
+    - `"vector"`: `VectorRouting`, 2 iterations (Heinsen, 2022), without
+      its output normalisation (which would give every class capsule the
+      same length), squashed.
+
+    Trainable parameters on MNIST without the decoder: 161,824
+    (self_attention), 161,664 (dynamic), 161,696 (inverted_attention),
+    142,624 (vector); the stem and primary capsules hold 141,184 of them.
+
+    Args:
+        dataset: str. `"mnist"`, `"fashion_mnist"`, `"smallnorb"` or
+            `"mnist_canvas"` (digits on a 40 x 40 canvas).
+        router: str. A key of `ROUTERS`. Defaults to `"self_attention"`.
+        router_options: dict or `None`. Arguments of the router layer, over
+            the defaults above (e.g. `{"num_iterations": 2}`).
+        input_shape: tuple `(height, width, channels)`. Defaults to the
+            preset's; for other shapes the primary capsules cover the whole
+            last feature map.
+        num_classes: int. Defaults to the preset's.
+        reconstruction: bool. Add the decoder and its loss. Defaults to
+            `True`.
+        input_statistics: `(mean, variance)` per channel in raw pixel units,
+            for presets that standardise their input (smallNORB).
+        compile: bool. Compile with Adam, the margin loss and metrics.
+            Defaults to `True`.
+        optimizer: `"auto"` (Adam with the preset's learning rate) or a
+            Keras optimizer.
+        jit_compile: {jit_compile}
+        name: str. Model name. Defaults to `"capsule_classifier_<router>"`.
+
+    Returns:
+        A `keras.Model`, mapping images to class scores (or, with
+        `reconstruction=True`, `{"image", "label"}` to `{"length",
+        "reconstruction"}`, as `EfficientCapsNet`).
+
+    Example:
+
+    >>> model = keras_caps.applications.CapsuleClassifier(
+    ...     "mnist", router="dynamic", reconstruction=False)
+    >>> model.output_shape
+    (None, 10)
+
+    Reference:
+    - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
+    - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
+    - [Tsai et al., 2020](https://arxiv.org/abs/2002.04764)
+    - [Heinsen, 2022](https://arxiv.org/abs/2211.11754)
+    """
+    check_choice("router", router, ROUTERS)
+    spec = ROUTERS[router]
+    router_options = {} if router_options is None else router_options
+    spec.check_options(router, router_options)
+    preset = CAPSULE_CLASSIFIER.get_preset(dataset)
+    input_shape = check_image_shape(input_shape, preset["input_shape"])
+    num_classes = resolve_num_classes(num_classes, preset, minimum=2)
+
+    # === Layers and functional model ===
+    images = keras.Input(input_shape, name="image")
+    x = efficient_capsnet_stem.efficient_capsnet_stem(
+        images, dataset, preset, input_shape, input_statistics)
+    capsules = efficient_capsnet_stem.primary_capsules(
+        x, preset, input_shape)  # (batch, num_primary, primary_dim)
+    capsule_dim = preset["capsule_dim"]
+    layer = spec.factory(
+        num_classes, capsule_dim, capsules.shape[1], router_options,
+        "digit_caps" if spec.outputs == "squashed" else "routing")
+    class_capsules = layer(capsules)  # (batch, num_classes, capsule_dim)
+    if spec.outputs == "layer_norm":  # norms ~sqrt(d) -> ~1
+        class_capsules = keras.layers.Rescaling(
+            1.0 / math.sqrt(capsule_dim), name="routing_scale")(
+                class_capsules)
+    if spec.outputs != "squashed":
+        class_capsules = layers.Squash(name="digit_caps")(class_capsules)
+    decoder = None
+    if reconstruction:
+        decoder = efficient_capsnet_stem.decoder(
+            preset, input_shape, num_classes * capsule_dim)
+    return capsule_head_model(
+        images, class_capsules, decoder, preset,
+        name or f"capsule_classifier_{router}", compile=compile,
+        optimizer=optimizer, jit_compile=jit_compile)
+
+
+# The family's presets; every router shares them.
+CAPSULE_CLASSIFIER = ModelFamily(name="CapsuleClassifier",
+                                 builder=CapsuleClassifier,
+                                 presets=CAPSULE_CLASSIFIER_PRESETS)
+
+# One family per router, for `keras-caps train --model
+# capsule_classifier_<router>` and `keras-caps compare`.
+CAPSULE_CLASSIFIERS = {
+    router: ModelFamily(
+        name=f"CapsuleClassifier(router={router!r})",
+        builder=functools.partial(CapsuleClassifier, router=router),
+        presets=CAPSULE_CLASSIFIER_PRESETS)
+    for router in ROUTERS
+}

@@ -1,0 +1,46 @@
+"""Efficient-CapsNet's stem and primary capsules, for any head."""
+
+from keras_caps import layers
+from keras_caps.applications.efficient_capsnet import efficient_capsnet
+from keras_caps.applications.image_inputs import input_scaling_layer
+
+
+def efficient_capsnet_stem(images, dataset, preset, input_shape,
+                           input_statistics):
+    """Scaled images -> the stem's feature map, as Efficient-CapsNet's.
+
+    Args:
+        images: The `keras.Input` of raw pixels.
+        dataset: str. The preset's name, for error messages.
+        preset: dict. An Efficient-CapsNet preset.
+        input_shape: tuple. The images' shape.
+        input_statistics: `(mean, variance)` or `None`, for
+            standardising presets.
+
+    Returns:
+        The feature map `(batch, height, width, channels)`.
+    """
+    efficient_capsnet._check_stem_fits(dataset, preset, input_shape)
+    x = input_scaling_layer(preset, input_shape, input_statistics)(images)
+    for index, block in enumerate(preset["stem"], start=1):
+        for layer in efficient_capsnet._stem_block(preset["stem_block"],
+                                                   index, **block):
+            x = layer(x)
+    return x  # (batch, height, width, channels)
+
+
+def primary_capsules(features, preset, input_shape):
+    """Efficient-CapsNet's `PrimaryCaps` on the stem's feature map.
+
+    Returns:
+        The capsules `(batch, num_capsules, capsule_dim)`.
+    """
+    arguments = efficient_capsnet._primary_caps_arguments(
+        preset, input_shape, tuple(features.shape[1:]))
+    return layers.PrimaryCaps(**arguments, name="primary_caps")(features)
+
+
+def decoder(preset, input_shape, input_dim):
+    """Efficient-CapsNet's reconstruction decoder for the preset."""
+    return efficient_capsnet._decoder(preset, input_shape, input_dim)
+

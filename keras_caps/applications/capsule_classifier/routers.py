@@ -1,0 +1,135 @@
+"""The class-capsule layers `CapsuleClassifier` can end with, as data.
+
+`ROUTERS` maps a router name to a `Router`: a factory that makes the layer
+from the class count, the capsule size, the number of primary capsules and
+the user's options, and what its outputs are (`OUTPUT_KINDS`), which says
+how the capsule head gets capsules whose lengths, in [0, 1), are the class
+scores of the margin loss:
+
+- `"squashed"`: used as they are (`FCCaps`, `DynamicRouting`).
+- `"unsquashed"`: squashed by a `Squash` layer (`VectorRouting` with
+  `normalize=False`).
+- `"layer_norm"`: each output capsule is LayerNormed, so its norm is about
+  `sqrt(capsule_dim)`, where the squash saturates (its slope at a norm of
+  4 is e^-4); the capsules are scaled by `1 / sqrt(capsule_dim)` first
+  (`InvertedAttentionRouting`). The LayerNorm's affine weights, shared by
+  all capsules, are what makes lengths differ between classes.
+
+Adding a router is one entry. For example, once
+`keras_caps.layers.AttentionRouting` exists:
+
+```python
+def _attention(num_capsules, capsule_dim, num_inputs, options, name):
+    return layers.AttentionRouting(
+        num_capsules, capsule_dim, **{"num_iterations": 1, **options},
+        name=name)
+
+ROUTERS["attention"] = Router(_attention, layers.AttentionRouting,
+                              outputs=..., description="...")
+```
+
+and the agreement + attention hybrid, `DynamicRouting(...,
+attention=...)`, is `"hybrid"` with `{"num_iterations": 3,
+"attention": True, **options}`. Every name in `ROUTERS` is then a
+`CapsuleClassifier(router=...)`, a `--model capsule_classifier_<name>` of
+`keras-caps train` and a `--routers` choice of `keras-caps compare`.
+"""
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+
+from keras_caps import layers
+
+OUTPUT_KINDS = ("squashed", "unsquashed", "layer_norm")
+
+
+@dataclasses.dataclass(frozen=True)
+class Router:
+    """How to make one kind of class-capsule layer.
+
+    Attributes:
+        factory: Callable `factory(num_capsules, capsule_dim, num_inputs,
+            options, name)` returning the layer, which maps
+            `(batch, num_inputs, input_dim)` capsules to
+            `(batch, num_capsules, capsule_dim)`.
+        layer_class: The layer's class, whose constructor arguments are the
+            options a user may pass.
+        outputs: str. One of `OUTPUT_KINDS`: `"squashed"`, `"unsquashed"`
+            (the head squashes them) or `"layer_norm"` (the head scales
+            them by `1 / sqrt(capsule_dim)` and squashes them).
+        description: str. One line for tables and help texts.
+    """
+
+    factory: Callable
+    layer_class: type
+    outputs: str
+    description: str
+
+    def __post_init__(self):
+        if self.outputs not in OUTPUT_KINDS:
+            raise ValueError(
+                f"Unknown `outputs`. Expected one of {list(OUTPUT_KINDS)}. "
+                f"Received: outputs={self.outputs!r}")
+
+    def check_options(self, name, options):
+        """Raises a `ValueError` for options the layer does not take."""
+        if not isinstance(options, dict):
+            raise TypeError(
+                "Received an invalid type for `router_options`, expected a "
+                f"dict. Received: router_options={options!r}")
+        accepted = set(inspect.signature(
+            self.layer_class.__init__).parameters) - {
+                "self", "kwargs", "num_capsules", "capsule_dim",
+                "num_inputs"}
+        unknown = sorted(set(options) - accepted)
+        if unknown:
+            raise ValueError(
+                f"Unknown `router_options` for router {name!r}: {unknown}. "
+                f"Expected some of {sorted(accepted)}. Received: "
+                f"router_options={options!r}")
+
+
+def _self_attention(num_capsules, capsule_dim, num_inputs, options, name):
+    return layers.FCCaps(num_capsules, capsule_dim, **options, name=name)
+
+
+def _dynamic(num_capsules, capsule_dim, num_inputs, options, name):
+    return layers.DynamicRouting(
+        num_capsules, capsule_dim, **{"num_iterations": 3, **options},
+        name=name)
+
+
+def _inverted_attention(num_capsules, capsule_dim, num_inputs, options,
+                        name):
+    # Vector poses: the primary capsules (8-D) and the class capsules
+    # (16-D) differ in size, which matrix poses do not allow.
+    return layers.InvertedAttentionRouting(
+        num_capsules, capsule_dim, **{"pose": "vector", **options},
+        name=name)
+
+
+def _vector(num_capsules, capsule_dim, num_inputs, options, name):
+    # Unnormalised outputs: with `normalize=True` (a LayerNorm without
+    # affine weights) every class capsule has the same length.
+    return layers.VectorRouting(
+        num_capsules, capsule_dim,
+        **{"num_inputs": num_inputs, "normalize": False, **options},
+        name=name)
+
+
+ROUTERS = {
+    "self_attention": Router(
+        _self_attention, layers.FCCaps, outputs="squashed",
+        description="FCCaps self-attention routing (Efficient-CapsNet)"),
+    "dynamic": Router(
+        _dynamic, layers.DynamicRouting, outputs="squashed",
+        description="dynamic routing by agreement, 3 iterations"),
+    "inverted_attention": Router(
+        _inverted_attention, layers.InvertedAttentionRouting,
+        outputs="layer_norm",
+        description="inverted dot-product attention routing, 2 passes"),
+    "vector": Router(
+        _vector, layers.VectorRouting, outputs="unsquashed",
+        description="Heinsen's vector routing, 2 iterations, unnormalised"),
+}

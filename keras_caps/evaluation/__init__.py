@@ -1,0 +1,31 @@
+"""Robustness evaluations and routing comparisons.
+
+`corruptions` (NumPy only: noise, pixel corruption, occlusion and the
+generated affine test set) is imported here; `robustness` (a saved model
+on clean and corrupted test data) and `comparison` (`keras-caps compare`)
+need TensorFlow and are imported on first use.
+"""
+
+import importlib
+
+from keras_caps.evaluation import corruptions
+
+_LAZY_MODULES = ("robustness", "comparison")
+_LAZY_FUNCTIONS = {"evaluate_robustness": "robustness",
+                   "compare": "comparison"}
+
+
+def __getattr__(name):
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"keras_caps.evaluation.{name}")
+    if name in _LAZY_FUNCTIONS:
+        module = importlib.import_module(
+            f"keras_caps.evaluation.{_LAZY_FUNCTIONS[name]}")
+        return getattr(module, name)
+    raise AttributeError(
+        f"module 'keras_caps.evaluation' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY_MODULES)
+                  + list(_LAZY_FUNCTIONS))

@@ -1,0 +1,186 @@
+import os
+
+import keras
+import numpy as np
+from absl.testing import parameterized
+
+from keras_caps import layers
+from keras_caps.applications import CAPSULE_CLASSIFIERS
+from keras_caps.applications import CapsuleClassifier
+from keras_caps.applications import CNNBaseline
+from keras_caps.applications import EfficientCapsNet
+from keras_caps.applications import inference_model
+from keras_caps.applications.capsule_classifier import ROUTERS
+from keras_caps.testing import TestCase
+from keras_caps.training import MODELS
+
+_SHAPE = (16, 16, 1)
+
+
+def _conv(kernel, channels_in, filters):
+    return kernel * kernel * channels_in * filters + filters
+
+
+# Counted by hand from the layer shapes. MNIST stem: four convolutions
+# (5x5x1x32, 3x3x32x64, 3x3x64x64, 3x3x64x128, with biases) and a
+# BatchNormalization after each (gamma and beta per channel).
+_STEM = (_conv(5, 1, 32) + _conv(3, 32, 64) + _conv(3, 64, 64)
+         + _conv(3, 64, 128) + 2 * (32 + 64 + 64 + 128))
+# 16x16 -> 12 -> 10 -> 8 -> 3x3x128: one 3x3 depthwise filter and a bias
+# per channel (16 capsules of 8).
+_PRIMARY_16 = 3 * 3 * 128 + 128
+_PRIMARY_28 = 9 * 9 * 128 + 128  # 28x28 -> 9x9x128, the preset's window
+_N, _D_IN, _J, _D = 16, 8, 10, 16  # primary capsules -> class capsules
+_ROUTER_PARAMETERS = {
+    # FCCaps: kernel (J, N, D_in, D) and prior (J, N, 1).
+    "self_attention": _J * _N * _D_IN * _D + _J * _N,
+    # DynamicRouting: kernel (N, D_in, J, D), no bias.
+    "dynamic": _N * _D_IN * _J * _D,
+    # InvertedAttentionRouting, vector poses: kernel (N, D_in, J, D) and
+    # the LayerNorm's gamma and beta (D each).
+    "inverted_attention": _N * _D_IN * _J * _D + 2 * _D,
+    # VectorRouting with num_inputs=N: score kernel (N, D_in) and bias (N,),
+    # vote scale (J, D_in), vote kernel (D_in, D), vote bias (J, D),
+    # prediction kernel (D, D_in), scale (J, D_in) and bias (J, D_in),
+    # similarity scale and bias (N, J), use benefit and ignore cost (N, J).
+    "vector": (_N * _D_IN + _N + _J * _D_IN + _D_IN * _D + _J * _D
+               + _D * _D_IN + 2 * _J * _D_IN + 4 * _N * _J),
+}
+# CNN: global pooling of 128 channels -> Dense(224) -> Dense(10).
+_CNN_HEAD = 128 * 224 + 224 + 224 * 10 + 10
+
+
+def _trainable(model):
+    return sum(int(np.prod(weight.shape))
+               for weight in model.trainable_weights)
+
+
+def _batch(reconstruction, num=4, seed=0):
+    rng = np.random.default_rng(seed)
+    images = rng.uniform(0, 255, (num,) + _SHAPE).astype("float32")
+    labels = np.eye(10, dtype="float32")[np.arange(num) % 10]
+    if not reconstruction:
+        return images, labels
+    return ({"image": images, "label": labels},
+            {"length": labels, "reconstruction": images / 255.0})
+
+
+class CapsuleClassifierTest(TestCase):
+    def test_router_table_is_the_documented_one(self):
+        self.assertEqual(sorted(ROUTERS), sorted(_ROUTER_PARAMETERS))
+        for router in ROUTERS:
+            self.assertIs(MODELS[f"capsule_classifier_{router}"],
+                          CAPSULE_CLASSIFIERS[router])
+
+    @parameterized.named_parameters(*[(r, r) for r in _ROUTER_PARAMETERS])
+    def test_pinned_parameters_and_two_training_steps(self, router):
+        model = CapsuleClassifier("mnist", router=router, input_shape=_SHAPE,
+                                  reconstruction=False)
+        self.assertEqual(_trainable(model),
+                         _STEM + _PRIMARY_16 + _ROUTER_PARAMETERS[router])
+        capsules = model.get_layer("digit_caps").output
+        self.assertEqual(tuple(capsules.shape), (None, _J, _D))
+        images, labels = _batch(False)
+        before = [w.numpy().copy() for w in model.trainable_weights]
+        history = model.fit(images, labels, batch_size=2, epochs=1,
+                            verbose=0)
+        self.assertEqual(model.optimizer.iterations.numpy(), 2)
+        self.assertTrue(np.isfinite(history.history["loss"][0]))
+        changed = [not np.array_equal(a, b.numpy()) for a, b in
+                   zip(before, model.trainable_weights, strict=True)]
+        self.assertTrue(all(changed[-3:]))  # the router's weights train
+        scores = model.predict(images, verbose=0)
+        # Squashed class capsules: lengths in [0, 1), and not saturated
+        # (LayerNormed capsules squashed unscaled have lengths ~0.98).
+        self.assertTrue(np.all((scores >= 0) & (scores < 0.95)))
+
+    def test_vector_routing_outputs_are_not_normalized(self):
+        # Its LayerNorm has no affine weights: every class capsule would
+        # have the same length, and the lengths no class information.
+        model = CapsuleClassifier("mnist", router="vector",
+                                  input_shape=_SHAPE, reconstruction=False,
+                                  compile=False)
+        self.assertFalse(model.get_layer("routing").normalize)
+        scores = model.predict(_batch(False)[0], verbose=0)
+        self.assertGreater(scores.std(axis=1).min(), 1e-3)
+
+    def test_preset_parameters_on_mnist(self):
+        for router, count in _ROUTER_PARAMETERS.items():
+            model = CapsuleClassifier("mnist", router=router,
+                                      reconstruction=False, compile=False)
+            self.assertEqual(_trainable(model), _STEM + _PRIMARY_28 + count,
+                             router)
+
+    def test_self_attention_is_efficient_capsnet(self):
+        # Same weights in the same layers give the same scores.
+        ours = CapsuleClassifier("mnist", input_shape=_SHAPE,
+                                 reconstruction=False, compile=False)
+        theirs = EfficientCapsNet("mnist", input_shape=_SHAPE,
+                                  reconstruction=False, compile=False)
+        theirs.set_weights(ours.get_weights())
+        images, _ = _batch(False)
+        self.assertAllClose(ours.predict(images, verbose=0),
+                            theirs.predict(images, verbose=0), atol=1e-6)
+
+    def test_decoder_trains_and_inference_model(self):
+        model = CapsuleClassifier("mnist", router="vector",
+                                  input_shape=_SHAPE)
+        inputs, targets = _batch(True)
+        history = model.fit(inputs, targets, batch_size=2, epochs=1,
+                            verbose=0)
+        self.assertIn("reconstruction_loss", history.history)
+        scores = inference_model(model).predict(inputs["image"], verbose=0)
+        self.assertEqual(scores.shape, (4, 10))
+
+    def test_router_options_reach_the_layer(self):
+        model = CapsuleClassifier(
+            "mnist", router="dynamic", input_shape=_SHAPE,
+            router_options={"num_iterations": 2, "use_bias": True},
+            reconstruction=False, compile=False)
+        layer = model.get_layer("digit_caps")
+        self.assertIsInstance(layer, layers.DynamicRouting)
+        self.assertEqual(layer.num_iterations, 2)
+        self.assertEqual(_trainable(model), _STEM + _PRIMARY_16
+                         + _ROUTER_PARAMETERS["dynamic"] + _J * _D)
+
+    def test_keras_round_trip(self):
+        model = CapsuleClassifier("mnist", router="inverted_attention",
+                                  input_shape=_SHAPE, reconstruction=False)
+        path = os.path.join(self.get_temp_dir(), "model.keras")
+        model.save(path)
+        images, _ = _batch(False)
+        self.assertAllClose(
+            keras.saving.load_model(path).predict(images, verbose=0),
+            model.predict(images, verbose=0), atol=1e-6)
+
+    @parameterized.named_parameters(
+        ("router", {"router": "em"}, ValueError, "`router`.*dynamic"),
+        ("options", {"router": "dynamic",
+                     "router_options": {"iterations": 3}}, ValueError,
+         "Unknown `router_options` for router 'dynamic'.*iterations"),
+        ("options_type", {"router_options": [3]}, TypeError,
+         "`router_options`.*dict"),
+        ("dataset", {"dataset": "multi_mnist"}, ValueError, "multi_mnist"),
+    )
+    def test_bad_arguments(self, kwargs, error, message):
+        with self.assertRaisesRegex(error, message):
+            CapsuleClassifier(**kwargs)
+
+
+class CNNBaselineTest(TestCase):
+    def test_pinned_parameters_and_two_training_steps(self):
+        model = CNNBaseline("mnist", input_shape=_SHAPE)
+        self.assertEqual(_trainable(model), _STEM + _CNN_HEAD)
+        # Close to the capsule models on MNIST (within 0.01 %).
+        capsules = _STEM + _PRIMARY_28 + _ROUTER_PARAMETERS["self_attention"]
+        self.assertLess(abs(_STEM + _CNN_HEAD - capsules), 0.0001 * capsules)
+        images, labels = _batch(False)
+        model.fit(images, labels, batch_size=2, epochs=1, verbose=0)
+        self.assertEqual(model.optimizer.iterations.numpy(), 2)
+        probabilities = model.predict(images, verbose=0)
+        self.assertAllClose(probabilities.sum(axis=1), np.ones(4), atol=1e-5)
+
+    def test_no_decoder(self):
+        with self.assertRaisesRegex(ValueError, "no decoder"):
+            CNNBaseline("mnist", reconstruction=True)
+        self.assertFalse(MODELS["cnn_baseline"].has_decoder)

@@ -1,0 +1,190 @@
+import contextlib
+import csv
+import io
+import json
+import os
+
+import keras
+import numpy as np
+
+from keras_caps import cli
+from keras_caps.evaluation import comparison
+from keras_caps.evaluation import corruptions
+from keras_caps.testing import TestCase
+from keras_caps.testing import synthetic_digits
+from keras_caps.testing import write_idx_dataset
+
+_CORRUPTIONS = {"noise": [0.3], "occlusion": [10]}
+
+
+def _tiny_mnist(folder):
+    return write_idx_dataset(folder, synthetic_digits(120, seed=0),
+                             synthetic_digits(30, seed=1))
+
+
+def _independent_accuracy(model, images, labels):
+    """Accuracy of a loaded model, without keras_caps.evaluation."""
+    if isinstance(model.input, dict):  # decoder models: images and labels
+        inputs = {"image": images,
+                  "label": np.zeros((len(images), 10), "float32")}
+        scores = model.predict(inputs, verbose=0)["length"]
+    else:
+        scores = model.predict(images, verbose=0)
+    return float(np.mean(scores.argmax(axis=-1) == labels))
+
+
+class CompareTest(TestCase):
+    def test_end_to_end_resume_and_refusal(self):
+        data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"))
+        output_dir = os.path.join(self.get_temp_dir(), "compare")
+        # In this process, to keep the test short; `test_compare_command`
+        # runs the default, a process per model.
+        kwargs = dict(output_dir=output_dir, seeds=[0, 1], epochs=1,
+                      steps_per_epoch=2, batch_size=16, data_dir=data_dir,
+                      corruptions=_CORRUPTIONS, evaluation_seed=7,
+                      isolation="session")
+        results = comparison.compare(["self_attention", "cnn"], "mnist",
+                                     **kwargs)
+        for name in ("compare.json", "results.md", "results.csv",
+                     "results.json", "accuracy_vs_severity.png"):
+            self.assertTrue(os.path.exists(os.path.join(output_dir, name)),
+                            name)
+        # The table's numbers are the saved models' accuracies, computed
+        # here from the raw test digits and the corruption functions.
+        test_images, test_labels = synthetic_digits(30, seed=1)
+        images = test_images[..., None].astype("float32")
+        with open(os.path.join(output_dir, "results.csv")) as file:
+            rows = {row["router"]: row for row in csv.DictReader(file)}
+        self.assertEqual(sorted(rows), ["cnn", "self_attention"])
+        for router in ("self_attention", "cnn"):
+            clean, noisy, occluded = [], [], []
+            for seed in (0, 1):
+                model = keras.saving.load_model(os.path.join(
+                    comparison.run_dir(output_dir, router, seed),
+                    "model.keras"))
+                clean.append(_independent_accuracy(model, images,
+                                                   test_labels))
+                noisy.append(_independent_accuracy(
+                    model, corruptions.gaussian_noise(images, 0.3, 7 + 1000),
+                    test_labels))
+                occluded.append(_independent_accuracy(
+                    model, corruptions.occlusion(images, 10, 7 + 3000),
+                    test_labels))
+            row = rows[router]
+            for key, values in (("clean", clean), ("noise:0.3", noisy),
+                                ("occlusion:10", occluded)):
+                self.assertAllClose(float(row[f"{key}_mean"]),
+                                    np.mean(values), atol=1e-9)
+                self.assertAllClose(float(row[f"{key}_std"]),
+                                    np.std(values, ddof=1), atol=1e-9)
+            self.assertGreater(int(row["trainable_parameters"]), 160000)
+            self.assertGreater(float(row["train_ms_per_step"]), 0)
+        with open(os.path.join(output_dir, "results.md")) as file:
+            table = file.read()
+        self.assertIn("| self_attention | 161,824 |", table)
+        self.assertIn("2 seeds [0, 1], 1 epochs of 2 steps", table)
+        self.assertTrue(all(run["trained_now"] for run in results["models"]))
+
+        # Resumed: nothing is trained again, the table is the same.
+        model_path = os.path.join(comparison.run_dir(output_dir, "cnn", 1),
+                                  "model.keras")
+        modified = os.path.getmtime(model_path)
+        again = comparison.compare(["self_attention", "cnn"], "mnist",
+                                   **kwargs)
+        self.assertFalse(any(run["trained_now"] for run in again["models"]))
+        self.assertEqual(os.path.getmtime(model_path), modified)
+        self.assertEqual(again["routers"]["cnn"]["accuracy"],
+                         results["routers"]["cnn"]["accuracy"])
+
+        # Other settings in the same folder: refused, nothing overwritten.
+        with open(os.path.join(output_dir, "compare.json")) as file:
+            settings = file.read()
+        with self.assertRaisesRegex(ValueError, "other settings.*seeds"):
+            comparison.compare(["self_attention", "cnn"], "mnist",
+                               **{**kwargs, "seeds": [0, 1, 2]})
+        with open(os.path.join(output_dir, "compare.json")) as file:
+            self.assertEqual(file.read(), settings)
+        self.assertFalse(os.path.exists(
+            comparison.run_dir(output_dir, "self_attention", 2)))
+        self.assertEqual(json.loads(settings)["routers"],
+                         ["self_attention", "cnn"])
+
+    def test_bad_input(self):
+        output_dir = os.path.join(self.get_temp_dir(), "unused")
+        cases = [
+            (dict(routers=["dynamic", "em"]), ValueError,
+             r"Unknown routers \['em'\]"),
+            (dict(routers=["dynamic", "dynamic"]), ValueError,
+             r"Duplicate routers \['dynamic'\]"),
+            (dict(routers=[]), ValueError, "at least one router"),
+            (dict(seeds=[]), ValueError, "at least one seed"),
+            (dict(seeds=[1, 1]), ValueError, "Duplicate seeds"),
+            (dict(corruptions={"noise": [1.5]}), ValueError,
+             r"noise severity, expected a number in \[0, 1\]"),
+            (dict(corruptions={"occlusion": [29]}), ValueError,
+             r"occlusion size.*\[0, 28\]"),
+            (dict(corruptions={"affine": True}), ValueError,
+             "affine corruption does not apply to 'mnist'.*mnist_canvas"),
+            (dict(dataset="smallnorb", corruptions={"affine": True}),
+             ValueError, "stereo pairs"),
+            (dict(dataset="multi_mnist"), ValueError, "Unknown `dataset`"),
+            (dict(corruptions={"blur": [1]}), ValueError,
+             r"Unknown corruptions \['blur'\]"),
+        ]
+        for kwargs, error, message in cases:
+            kwargs = {"routers": ["dynamic"], "dataset": "mnist", **kwargs}
+            with self.assertRaisesRegex(error, message):
+                comparison.compare(output_dir=output_dir, **kwargs)
+        self.assertFalse(os.path.exists(output_dir))
+
+    def test_refuses_a_folder_that_is_not_a_comparison(self):
+        output_dir = os.path.join(self.get_temp_dir(), "busy")
+        os.makedirs(output_dir)
+        with open(os.path.join(output_dir, "notes.txt"), "w") as file:
+            file.write("mine")
+        with self.assertRaisesRegex(ValueError, "not a comparison folder"):
+            comparison.compare(["cnn"], output_dir=output_dir)
+        self.assertEqual(os.listdir(output_dir), ["notes.txt"])
+
+
+class CompareCommandTest(TestCase):
+    def test_compare_command(self):
+        # The command line, each model in its own process (the default).
+        data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"))
+        output_dir = os.path.join(self.get_temp_dir(), "compare")
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            code = cli.main(["compare", "--routers", "cnn", "--seeds", "3",
+                             "--epochs", "1", "--steps-per-epoch", "2",
+                             "--data-dir", data_dir, "--output-dir",
+                             output_dir, "--pixel-corruption", "0.25"])
+        self.assertEqual(code, 0)
+        self.assertIn("cnn: 161,834 trainable parameters", stdout.getvalue())
+        with open(os.path.join(output_dir, "results.json")) as file:
+            results = json.load(file)
+        (run,) = results["models"]
+        self.assertTrue(run["trained_now"])
+        images, labels = synthetic_digits(30, seed=1)
+        model = keras.saving.load_model(run["model_path"])
+        pixels = corruptions.pixel_corruption(
+            images[..., None].astype("float32"), 0.25, 1234 + 2000)
+        self.assertAllClose(
+            results["routers"]["cnn"]["accuracy"]["pixels:0.25"]["mean"],
+            _independent_accuracy(model, pixels, labels))
+
+    def test_bad_input_is_a_clear_error(self):
+        output_dir = os.path.join(self.get_temp_dir(), "unused")
+        for flags, message in (
+                (["--routers", "dynamic,dynamic"], "Duplicate routers"),
+                (["--routers", "dynamic,em"], r"Unknown routers \['em'\]"),
+                (["--seeds", ","], "at least one seed"),
+                (["--pixel-corruption", "1.2"], r"pixels severity"),
+                (["--dataset", "smallnorb", "--affine"], "stereo pairs")):
+            stderr = io.StringIO()
+            with contextlib.redirect_stderr(stderr):
+                code = cli.main(["compare", "--output-dir", output_dir,
+                                 *flags])
+            self.assertEqual(code, 2, flags)
+            self.assertRegex(stderr.getvalue(),
+                             "keras-caps compare: error: .*" + message)
+        self.assertFalse(os.path.exists(output_dir))
