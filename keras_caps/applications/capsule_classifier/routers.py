@@ -15,24 +15,11 @@ scores of the margin loss:
   (`InvertedAttentionRouting`). The LayerNorm's affine weights, shared by
   all capsules, are what makes lengths differ between classes.
 
-Adding a router is one entry. For example, once
-`keras_caps.layers.AttentionRouting` exists:
-
-```python
-def _attention(num_capsules, capsule_dim, num_inputs, options, name):
-    return layers.AttentionRouting(
-        num_capsules, capsule_dim, **{"num_iterations": 1, **options},
-        name=name)
-
-ROUTERS["attention"] = Router(_attention, layers.AttentionRouting,
-                              outputs=..., description="...")
-```
-
-and the agreement + attention hybrid, `DynamicRouting(...,
-attention=...)`, is `"hybrid"` with `{"num_iterations": 3,
-"attention": True, **options}`. Every name in `ROUTERS` is then a
-`CapsuleClassifier(router=...)`, a `--model capsule_classifier_<name>` of
-`keras-caps train` and a `--routers` choice of `keras-caps compare`.
+Adding a router is one entry: a factory and a `Router(factory,
+layer_class, outputs, description)` in `ROUTERS`. Every name in
+`ROUTERS` is then a `CapsuleClassifier(router=...)`, a `--model
+capsule_classifier_<name>` of `keras-caps train` and a `--routers` choice
+of `keras-caps compare`.
 """
 
 import dataclasses
@@ -118,6 +105,11 @@ def _vector(num_capsules, capsule_dim, num_inputs, options, name):
         name=name)
 
 
+def _attention(num_capsules, capsule_dim, num_inputs, options, name):
+    return layers.AttentionRouting(num_capsules, capsule_dim, **options,
+                                   name=name)
+
+
 ROUTERS = {
     "self_attention": Router(
         _self_attention, layers.FCCaps, outputs="squashed",
@@ -132,4 +124,7 @@ ROUTERS = {
     "vector": Router(
         _vector, layers.VectorRouting, outputs="unsquashed",
         description="Heinsen's vector routing, 2 iterations, unnormalised"),
+    "attention": Router(
+        _attention, layers.AttentionRouting, outputs="squashed",
+        description="query-key-value attention routing, 1 pass, 1 head"),
 }
