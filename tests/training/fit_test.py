@@ -175,16 +175,16 @@ def test_train_refuses_a_foreign_export_up_front(tmp_path):
 # training, testing and saving model.keras, with the SavedModel half-placed.
 _KILLED_DURING_EXPORT = """
 import os, signal, sys
-import keras
 from keras_caps import cli
+from keras_caps.export import saved_model
 
-export = keras.Model.export
+write = saved_model._write_saved_model
 
-def export_then_die(self, *args, **kwargs):
-    export(self, *args, **kwargs)
+def write_then_die(*args, **kwargs):  # The SavedModel, before its move.
+    write(*args, **kwargs)
     os.kill(os.getpid(), signal.SIGKILL)
 
-keras.Model.export = export_then_die
+saved_model._write_saved_model = write_then_die
 sys.exit(cli.main(sys.argv[1:]))
 """
 
