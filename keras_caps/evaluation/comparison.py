@@ -190,20 +190,29 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
 
 
 def _claim_output_dir(output_dir, settings):
-    """Writes `compare.json`, or refuses a folder made with others."""
+    """Writes `compare.json`, or refuses a folder made with another recipe.
+
+    The routers may differ from the folder's: a comparison can be
+    extended with a router (only its models train) or reported for a
+    subset; every other setting must be the same.
+    """
     path = os.path.join(output_dir, SETTINGS_FILE)
     if os.path.exists(path):
         with open(path) as file:
             previous = json.load(file)
-        if previous != json.loads(json.dumps(settings)):
-            differing = sorted(key for key in set(previous) | set(settings)
-                               if previous.get(key) != json.loads(
-                                   json.dumps(settings.get(key))))
+        current = json.loads(json.dumps(settings))
+        differing = sorted(key for key in set(previous) | set(current)
+                           if key != "routers"
+                           and previous.get(key) != current.get(key))
+        if differing:
             raise ValueError(
                 f"{output_dir!r} holds a comparison made with other "
                 f"settings (differing: {differing}); nothing was "
                 "overwritten. Use another --output-dir, or the same "
-                f"settings to resume it. Found: {previous}")
+                "settings (any routers) to resume or extend it. Found: "
+                f"{previous}")
+        if previous != current:
+            write_json_atomically(path, settings)
         return
     if os.path.isdir(output_dir) and os.listdir(output_dir):
         raise ValueError(

@@ -95,6 +95,13 @@ class CompareTest(TestCase):
         self.assertEqual(os.path.getmtime(model_path), modified)
         self.assertEqual(again["routers"]["cnn"]["accuracy"],
                          results["routers"]["cnn"]["accuracy"])
+        # Another set of routers with the same recipe: reported from the
+        # finished models, none trained again.
+        subset = comparison.compare(["cnn"], "mnist", **kwargs)
+        self.assertEqual(list(subset["routers"]), ["cnn"])
+        self.assertFalse(any(run["trained_now"] for run in subset["models"]))
+        self.assertEqual(os.path.getmtime(model_path), modified)
+        comparison.compare(["self_attention", "cnn"], "mnist", **kwargs)
 
         # Other settings in the same folder: refused, nothing overwritten.
         with open(os.path.join(output_dir, "compare.json")) as file:
