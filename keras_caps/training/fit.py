@@ -6,7 +6,8 @@ One run writes, under its output folder:
   running the same command again after a crash resumes from it;
 - `checkpoints/best.keras` (+ `.json`): the best model on the validation
   metric, written atomically;
-- `history.csv` and `logs/` (TensorBoard);
+- `history.csv` and `logs/` (TensorBoard), with the learning rate and,
+  when annealed, the routing temperature of each epoch;
 - `model.keras`: the selected (best-on-validation) model;
 - `export/`: the SavedModel of the inference graph, raw images in;
 - `metrics.json`: test metrics labelled with protocol, hardware, precision
@@ -24,6 +25,8 @@ import keras
 import tensorflow as tf
 
 from keras_caps import datasets
+from keras_caps.callbacks import ExponentialTemperatureDecay
+from keras_caps.callbacks import RoutingTemperatureScheduler
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
 from keras_caps.training.atomic_files import save_model_atomically
@@ -34,6 +37,7 @@ from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
 from keras_caps.training.strategy import shard_by_data
 from keras_caps.training.strategy import task_name
+from keras_caps.validation import check_temperature
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PROTOCOLS = {
@@ -46,7 +50,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
           epochs=None, batch_size=None, precision="float32", strategy="auto",
           data_dir=None, seed=42, validation="holdout", reconstruction=None,
           deterministic=False, steps_per_epoch=None, backup_frequency=500,
-          verbose="auto", dataset_options=None):
+          verbose="auto", dataset_options=None, routing_temperature=None,
+          temperature_decay=0.0, min_temperature=None):
     """Trains, selects on validation, tests, saves and exports one model.
 
     Args:
@@ -73,6 +78,16 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         dataset_options: dict of extra loader options (e.g. MultiMNIST's
             `partners_per_digit`), on top of (and overriding) the model
             recipe's own (e.g. CapsNet's shift augmentation).
+        routing_temperature: float. Anneal the routing temperature of every
+            router of the model from this value, `tau_0` (see
+            `keras_caps.callbacks.ExponentialTemperatureDecay`). Defaults
+            to `None`: no annealing (temperature 1), unless
+            `temperature_decay` is set, which starts from 1.
+        temperature_decay: float. `lambda`, the decay of the temperature
+            per training step, `tau_t = max(tau_min, tau_0 exp(-lambda t))`.
+            Defaults to `0.0`.
+        min_temperature: float. `tau_min`, the floor. Defaults to
+            `min(1, tau_0)`.
 
     Returns:
         The metrics record written to `metrics.json`.
@@ -82,6 +97,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("validation", validation, PROTOCOLS)
     preset = family.get_preset(dataset)
+    temperature_schedule = _temperature_schedule(
+        routing_temperature, temperature_decay, min_temperature)
     reconstruction = family.resolve_reconstruction(reconstruction)
     # Fails now rather than after training if `export/` holds anything but
     # an export of keras_caps (which a rerun replaces).
@@ -102,6 +119,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         "precision": precision, "seed": seed,
         "dataset_options": dict(dataset_options),
     }
+    if temperature_schedule is not None:
+        settings["routing_temperature"] = temperature_schedule.get_config()
     keras.utils.set_random_seed(seed)
     if deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -175,7 +194,8 @@ def _fit_select_and_test(network, splits, family, settings, work_dir,
         os.path.join(work_dir, "checkpoints", "best.keras"))
     callbacks = _callbacks(
         work_dir, checkpoint, backup_frequency,
-        family.learning_rate_schedule(settings["dataset"]))
+        family.learning_rate_schedule(settings["dataset"]),
+        settings.get("routing_temperature"))
     start = time.time()
     network.fit(splits["train"], validation_data=splits["validation"],
                 epochs=settings["epochs"],
@@ -209,11 +229,16 @@ def _write_outputs(network, output_dir, reconstruction, record):
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
 
 
-def _callbacks(work_dir, checkpoint, backup_frequency, schedule):
-    # The scheduler comes first: it adds each epoch's `learning_rate` to
-    # the logs that the CSV and TensorBoard logs then write.
+def _callbacks(work_dir, checkpoint, backup_frequency, schedule,
+               routing_temperature=None):
+    # The schedulers come first: they add each epoch's `learning_rate` and
+    # `routing_temperature` to the logs that the CSV and TensorBoard logs
+    # then write.
     callbacks = [] if schedule is None else [
         keras.callbacks.LearningRateScheduler(schedule)]
+    if routing_temperature is not None:
+        callbacks.append(RoutingTemperatureScheduler(
+            ExponentialTemperatureDecay(**routing_temperature)))
     return callbacks + [
         keras.callbacks.BackupAndRestore(
             os.path.join(work_dir, "backup"), save_freq=backup_frequency,
@@ -275,6 +300,31 @@ def describe_hardware():
     except OSError:
         pass
     return f"CPU: {cpu}, {os.cpu_count()} cores"
+
+
+def _temperature_schedule(routing_temperature, temperature_decay,
+                          min_temperature):
+    """The annealing schedule of `train`'s arguments, or `None`."""
+    if routing_temperature is None and not temperature_decay and (
+            min_temperature is None):
+        return None
+    initial = 1.0
+    if routing_temperature is not None:
+        initial = check_temperature("routing_temperature",
+                                    routing_temperature)
+    if min_temperature is None:
+        min_temperature = min(1.0, initial)
+    # The schedule validates the values; errors name `train`'s arguments.
+    try:
+        return ExponentialTemperatureDecay(initial, temperature_decay,
+                                           min_temperature)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        for name, argument in (("initial_temperature", "routing_temperature"),
+                               ("decay_rate", "temperature_decay"),
+                               ("minimum_temperature", "min_temperature")):
+            message = message.replace(name, argument)
+        raise type(error)(message) from None
 
 
 def _check_choice(name, value, choices):
