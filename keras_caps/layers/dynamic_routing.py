@@ -106,7 +106,8 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
             added to the routing logits (see above). Defaults to `None`:
             plain routing-by-agreement, no extra weights.
         attention_weight: float. Initial value of the learned scalar
-            `lambda` that weights the attention term. Defaults to `0.0`
+            `lambda` that weights the attention term (after `build`,
+            `layer.attention_weight` is its variable). Defaults to `0.0`
             (training starts from plain routing). Ignored without
             `attention`.
         attention_initializer: Initializer for `W_a` (bilinear) or `w_a`
@@ -174,6 +175,10 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         self.use_bias = use_bias
         self.attention = attention
         self._initial_attention_weight = attention_weight
+        # Weights of the attention term, created by `build`.
+        self.attention_kernel = None
+        self.attention_bias = None
+        self.attention_weight = None
         self.attention_initializer = keras.initializers.get(
             attention_initializer)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
