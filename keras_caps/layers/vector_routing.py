@@ -292,10 +292,13 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
         # entries are replaced by the row minimum, so the shift is the
         # maximum over allowed entries (any finite value for an input with
         # no allowed output); every exponent is <= 0 and an allowed row
-        # sums to >= 1, so dividing by max(sum, 1) is exact and an input
-        # with no allowed output gets all-zero shares. In float32, with
-        # the temperature dividing the shifted logits (<= 0), so a tiny
-        # temperature gives one-hot shares, not NaN.
+        # sums to >= 1, so dividing by the sum (by 1 where it is 0) is
+        # exact and an input with no allowed output gets all-zero shares.
+        # In float32, with the temperature dividing the shifted logits
+        # (<= 0), so a tiny temperature gives one-hot shares, not NaN; the
+        # gradient of a one-hot row cancels exactly (`maximum(sum, 1)`
+        # would split it at sum = 1 on JAX, and 1 / temperature would blow
+        # the remainder up).
         similarities = capsule_ops.at_least_float32(similarities)
         is_allowed = allowed > 0.0
         row_min = ops.min(similarities, axis=-1, keepdims=True)
@@ -304,7 +307,8 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
         weights = ops.where(
             is_allowed, ops.exp(self._temper(filled - shift)), 0.0)
         total = ops.sum(weights, axis=-1, keepdims=True)
-        return ops.cast(weights / ops.maximum(total, 1.0), dtype)
+        total = ops.where(total > 0.0, total, 1.0)
+        return ops.cast(weights / total, dtype)
 
     def _layer_norm(self, x):
         """LayerNorm over the last axis without affine, in float32."""
