@@ -1,7 +1,7 @@
 """keras_caps: capsule networks for Keras 3.
 
 The backend-agnostic core (`ops`, `layers`, `losses`, `metrics`,
-`applications`, `inference`) is imported here. The parts that need
+`callbacks`, `applications`, `inference`) is imported here. The parts that need
 TensorFlow or matplotlib (`keras_caps.datasets`, `keras_caps.training`,
 `keras_caps.export`, `keras_caps.visualization`, `keras_caps.evaluation`)
 are imported on first attribute access, so `import keras_caps` on the JAX
@@ -11,6 +11,7 @@ backend imports no TensorFlow.
 import importlib
 
 from keras_caps import applications
+from keras_caps import callbacks
 from keras_caps import inference
 from keras_caps import layers
 from keras_caps import losses

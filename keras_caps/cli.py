@@ -95,6 +95,14 @@ def _add_train_command(commands):
                        default=600.0, metavar="SECONDS",
                        help="multi_worker: how long to wait for the other "
                        "workers to start before giving up (default 600).")
+    train.add_argument("--routing-temperature", type=float, default=None,
+                       help="Anneal the routing temperature of every router "
+                       "from this value (tau_0); logged per epoch.")
+    train.add_argument("--temperature-decay", type=float, default=0.0,
+                       help="Decay per step: tau_t = max(tau_min, tau_0 "
+                       "exp(-decay t)). Default: 0 (constant).")
+    train.add_argument("--min-temperature", type=float, default=None,
+                       help="The floor tau_min. Default: min(1, tau_0).")
 
 
 def _add_evaluate_command(commands):
@@ -233,7 +241,10 @@ def _run(args):
             steps_per_epoch=args.steps_per_epoch,
             backup_frequency=args.backup_frequency,
             dataset_options=options, fresh=args.fresh,
-            worker_timeout=args.worker_timeout)
+            worker_timeout=args.worker_timeout,
+            routing_temperature=args.routing_temperature,
+            temperature_decay=args.temperature_decay,
+            min_temperature=args.min_temperature)
         print(json.dumps(record, indent=2, sort_keys=True))
         print(f"Saved model, export and metrics under {output_dir}")
     elif args.command == "evaluate":

@@ -10,7 +10,8 @@ import keras
 import keras_caps
 from keras_caps.testing import TestCase
 
-PUBLIC_MODULES = (keras_caps.layers, keras_caps.losses, keras_caps.metrics)
+PUBLIC_MODULES = (keras_caps.layers, keras_caps.losses, keras_caps.metrics,
+                  keras_caps.callbacks)
 REPO_ROOT = pathlib.Path(keras_caps.__file__).parent.parent
 
 
@@ -74,7 +75,7 @@ class ApiTest(TestCase):
 
     def test_core_does_not_import_tensorflow(self):
         root = pathlib.Path(keras_caps.__file__).parent
-        for folder in ("ops", "layers", "losses", "metrics",
+        for folder in ("ops", "layers", "losses", "metrics", "callbacks",
                        "applications", "inference"):
             for path in (root / folder).rglob("*.py"):
                 source = path.read_text()

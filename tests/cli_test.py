@@ -160,6 +160,43 @@ def test_bad_arguments_are_rejected_by_the_parser(capsys):
     assert "expected a positive integer" in capsys.readouterr().err
 
 
+def test_temperature_flags_reach_train(tmp_path, monkeypatch, capsys):
+    from keras_caps import training
+
+    received = {}
+
+    def fake_train(*args, **kwargs):
+        received.update(kwargs)
+        return {}
+
+    monkeypatch.setattr(training, "train", fake_train)
+    argv = ["train", "--output-dir", str(tmp_path / "run")]
+    assert cli.main(argv) == 0
+    assert (received["routing_temperature"], received["temperature_decay"],
+            received["min_temperature"]) == (None, 0.0, None)
+    assert cli.main(argv + ["--routing-temperature", "10",
+                            "--temperature-decay", "0.01",
+                            "--min-temperature", "0.5"]) == 0
+    assert (received["routing_temperature"], received["temperature_decay"],
+            received["min_temperature"]) == (10.0, 0.01, 0.5)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--routing-temperature", "0"], "`routing_temperature`"),
+    (["--routing-temperature", "nan"], "`routing_temperature`"),
+    (["--temperature-decay", "-1"], "`temperature_decay`"),
+    (["--routing-temperature", "2", "--min-temperature", "3"],
+     "`min_temperature`, expected at most"),
+])
+def test_bad_temperature_flags_fail_before_training(flags, message, tmp_path,
+                                                    capsys):
+    argv = ["train", "--output-dir", str(tmp_path / "run"), "--data-dir",
+            str(tmp_path / "no_data")]
+    assert cli.main(argv + flags) == 2
+    assert message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "run")
+
+
 def test_label_count_mismatch_is_a_clear_error(tmp_path):
     from keras_caps import training
 

@@ -10,8 +10,8 @@ import pytest
 
 import keras_caps
 
-CORE_PACKAGES = ("ops", "layers", "losses", "metrics", "applications",
-                 "inference")
+CORE_PACKAGES = ("ops", "layers", "losses", "metrics", "callbacks",
+                 "applications", "inference")
 
 
 def _modules():

@@ -4,6 +4,8 @@ import os
 import pathlib
 import re
 
+import numpy as np
+
 from keras_caps.testing import TestCase
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
@@ -23,6 +25,17 @@ class ReadmeTest(TestCase):
             os.chdir(previous)
         model = namespace["model"]
         self.assertEqual(tuple(model.output.shape), (None, 10))
+
+    def test_routing_temperature_example_runs(self):
+        section = README.read_text().split(
+            "## Routing temperature and annealing", 1)[1]
+        blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+        namespace = {}
+        exec(blocks[0], namespace)  # noqa: S102
+        logged = namespace["history"].history["routing_temperature"]
+        # Steps 3 and 7 (4 steps per epoch) of 10 exp(-0.01 t).
+        self.assertAllClose(logged, [10 * np.exp(-0.03), 10 * np.exp(-0.07)],
+                            rtol=1e-6)
 
     def test_serving_example_runs(self):
         from keras_caps.applications import EfficientCapsNet

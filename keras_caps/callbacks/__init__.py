@@ -1,9 +1,18 @@
 """Keras callbacks for capsule networks.
 
+- `RoutingTemperatureScheduler` (with `ExponentialTemperatureDecay`): sets
+  the routing temperature of the model's routers at each training step
+  and logs it per epoch.
 - `RoutingDiagnostics`: logs coupling entropy per head, top-3
   concentration and geometric agreement of the routing layers for a fixed
   batch at the end of each epoch, so `CSVLogger` and `TensorBoard` show
   head collapse or routing that never sharpens.
 """
 
+from keras_caps.callbacks.exponential_temperature_decay import (
+    ExponentialTemperatureDecay,
+)
 from keras_caps.callbacks.routing_diagnostics import RoutingDiagnostics
+from keras_caps.callbacks.routing_temperature_scheduler import (
+    RoutingTemperatureScheduler,
+)

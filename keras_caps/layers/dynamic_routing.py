@@ -1,3 +1,5 @@
+import math
+
 import keras
 from keras import ops
 
@@ -5,9 +7,16 @@ from keras_caps.api_export import keras_caps_export
 from keras_caps.layers.routing_temperature import RoutingTemperature
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
+from keras_caps.validation import check_choice
+from keras_caps.validation import check_number
 from keras_caps.validation import check_positive_int
 from keras_caps.validation import serialize_regularizers_and_constraints
 from keras_caps.validation import set_regularizers_and_constraints
+
+ATTENTION_FORMS = (None, "bilinear", "concat")
+# The negative slope of the concatenation form's LeakyReLU, as in graph
+# attention networks (Velickovic et al., 2018), whose scores it follows.
+ATTENTION_LEAKY_SLOPE = 0.2
 
 
 @keras_caps_export("keras_caps.layers.DynamicRouting")
@@ -29,6 +38,28 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         outputs[j]      = squash(sum_i couplings[i, j] * votes[i, j] + bias[j])
         logits[i, j]   += <votes[i, j], outputs[j]>     # not after the last
     ```
+
+    With `attention="bilinear"` or `"concat"` the couplings take an
+    attention term weighted by a learned scalar `lambda` (the hybrid of
+    routing-by-agreement and attention), and the temperature divides the
+    whole logit:
+
+    ```
+    couplings[i, :] = softmax((logits[i, :] + lambda * a[i, :]) / temperature)
+    bilinear: a[i, j] = inputs[i] @ W_a @ votes[i, j] / sqrt(D_in)
+    concat:   a[i, j] = LeakyReLU(w_a @ [votes[i, j]; outputs[j]] + b_a)
+    ```
+
+    `W_a` is `(D_in, D_out)`, so the bilinear score is a `D_in`-dimensional
+    dot product, scaled as in scaled dot-product attention; it compares a
+    child with its own vote and is the same in every iteration. The
+    concatenation score (the form of graph attention networks, LeakyReLU
+    slope 0.2) compares a vote with the current parent output: it is
+    recomputed each iteration, with `outputs = 0` before the first. With
+    `lambda = 0` the couplings are exactly those of plain routing, and the
+    default initial `attention_weight=0.0` starts training from there.
+    With `stop_inner_gradients=True` the attention term reads the same
+    (stopped) votes as the agreement in the inner iterations.
 
     By default gradients flow through every iteration, as in the official
     code and the Keras port. With `stop_inner_gradients=True` the votes are
@@ -71,6 +102,17 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
             are `softmax(logits / temperature)`. Held as a non-trainable
             variable (`layer.temperature = 0.5` changes it, also during
             `fit`). Defaults to `1.0`, plain routing-by-agreement.
+        attention: `None`, `"bilinear"` or `"concat"`. The attention term
+            added to the routing logits (see above). Defaults to `None`:
+            plain routing-by-agreement, no extra weights.
+        attention_weight: float. Initial value of the learned scalar
+            `lambda` that weights the attention term (after `build`,
+            `layer.attention_weight` is its variable). Defaults to `0.0`
+            (training starts from plain routing). Ignored without
+            `attention`.
+        attention_initializer: Initializer for `W_a` (bilinear) or `w_a`
+            (concat); `b_a` starts at zero. Defaults to
+            `"glorot_uniform"`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -103,13 +145,21 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
                  kernel_initializer=None, bias_initializer=None,
                  kernel_regularizer=None, bias_regularizer=None,
                  kernel_constraint=None, bias_constraint=None,
-                 temperature=1.0, **kwargs):
+                 temperature=1.0, attention=None, attention_weight=0.0,
+                 attention_initializer="glorot_uniform", **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         num_iterations = check_positive_int("num_iterations", num_iterations)
         check_bool("stop_inner_gradients", stop_inner_gradients)
         check_bool("leaky", leaky)
         check_bool("use_bias", use_bias)
+        check_choice("attention", attention, ATTENTION_FORMS)
+        attention_weight = check_number("attention_weight", attention_weight)
+        if not math.isfinite(attention_weight):
+            raise ValueError(
+                "Received an invalid value for `attention_weight`, expected "
+                "a finite number. Received: "
+                f"attention_weight={attention_weight!r}")
         if kernel_initializer is None:
             kernel_initializer = keras.initializers.TruncatedNormal(
                 stddev=0.1)
@@ -123,6 +173,14 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         self.stop_inner_gradients = stop_inner_gradients
         self.leaky = leaky
         self.use_bias = use_bias
+        self.attention = attention
+        self._initial_attention_weight = attention_weight
+        # Weights of the attention term, created by `build`.
+        self.attention_kernel = None
+        self.attention_bias = None
+        self.attention_weight = None
+        self.attention_initializer = keras.initializers.get(
+            attention_initializer)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         set_regularizers_and_constraints(
@@ -153,7 +211,31 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
                 constraint=self.bias_constraint)
         else:
             self.bias = None
+        self._build_attention(input_dim)
         self._build_temperature()
+
+    def _build_attention(self, input_dim):
+        # No weights without attention: saved models stay as they were.
+        self.attention_kernel = None
+        self.attention_bias = None
+        self.attention_weight = None
+        if self.attention is None:
+            return
+        if self.attention == "bilinear":
+            kernel_shape = (input_dim, self.capsule_dim)  # W_a
+            self._inverse_sqrt_input_dim = 1.0 / math.sqrt(input_dim)
+        else:
+            kernel_shape = (2 * self.capsule_dim,)  # w_a on [vote; output]
+        self.attention_kernel = self.add_weight(
+            name="attention_kernel", shape=kernel_shape,
+            initializer=self.attention_initializer)
+        if self.attention == "concat":
+            self.attention_bias = self.add_weight(
+                name="attention_bias", shape=(), initializer="zeros")
+        self.attention_weight = self.add_weight(
+            name="attention_weight", shape=(),
+            initializer=keras.initializers.Constant(
+                self._initial_attention_weight))
 
     def call(self, inputs, return_couplings=False):
         self._check_input_shape(inputs.shape)
@@ -168,13 +250,25 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         logits = ops.zeros((ops.shape(votes)[0], self.num_capsules,
                             num_inputs), dtype=votes.dtype)
         live_votes = votes
+        projected = None
+        if self.attention == "bilinear":
+            # (b, i, d) @ (d, z) -> (b, i, z): u_i^T W_a / sqrt(d)
+            projected = ops.matmul(
+                inputs, self.attention_kernel) * self._inverse_sqrt_input_dim
+        outputs = None
         for iteration in range(self.num_iterations):
             is_last = iteration == self.num_iterations - 1
             if self.stop_inner_gradients and not is_last:
                 votes = ops.stop_gradient(live_votes)
             else:
                 votes = live_votes
-            couplings = ops.cast(self._couplings(logits),
+            if self.attention is None:
+                routing_logits = logits
+            else:
+                attention = self._attention_logits(votes, projected, outputs)
+                routing_logits = logits + ops.cast(
+                    self.attention_weight, votes.dtype) * attention
+            couplings = ops.cast(self._couplings(routing_logits),
                                  votes.dtype)  # (b, j, i)
             # (b, j, 1, i) @ (b, j, i, z) -> (b, j, z)
             weighted = ops.squeeze(
@@ -190,6 +284,29 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         if return_couplings:
             return outputs, couplings
         return outputs
+
+    def _attention_logits(self, votes, projected, outputs):
+        """The attention term `a` (b, j, i) of the hybrid.
+
+        `votes` (b, j, i, z); `projected` (b, i, z) the children times
+        `W_a / sqrt(d)` (bilinear); `outputs` (b, j, z) the current parents,
+        `None` before the first iteration (concat).
+        """
+        if self.attention == "bilinear":
+            # (b, j, i, z) * (b, 1, i, z) summed over z -> (b, j, i)
+            return ops.sum(votes * ops.expand_dims(projected, 1), axis=-1)
+        kernel = ops.cast(self.attention_kernel, votes.dtype)
+        vote_kernel = kernel[:self.capsule_dim]  # (z,)
+        output_kernel = kernel[self.capsule_dim:]  # (z,)
+        # (b, j, i, z) @ (z, 1) -> (b, j, i)
+        scores = ops.squeeze(
+            ops.matmul(votes, ops.expand_dims(vote_kernel, -1)), -1)
+        if outputs is not None:  # outputs = 0 before the first iteration
+            # (b, j, z) @ (z, 1) -> (b, j, 1)
+            scores = scores + ops.matmul(
+                outputs, ops.expand_dims(output_kernel, -1))
+        scores = scores + ops.cast(self.attention_bias, votes.dtype)
+        return ops.leaky_relu(scores, negative_slope=ATTENTION_LEAKY_SLOPE)
 
     def _couplings(self, logits):
         if not self.leaky:
@@ -242,6 +359,10 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
             "leaky": self.leaky,
             "use_bias": self.use_bias,
             "temperature": self.temperature,
+            "attention": self.attention,
+            "attention_weight": self._initial_attention_weight,
+            "attention_initializer":
+                keras.initializers.serialize(self.attention_initializer),
             "kernel_initializer":
                 keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer":

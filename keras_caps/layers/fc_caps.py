@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.routing_temperature import RoutingTemperature
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
@@ -14,7 +15,7 @@ AGREEMENT_SCALES = ("output_dim", "input_dim")
 
 
 @keras_caps_export("keras_caps.layers.FCCaps")
-class FCCaps(keras.layers.Layer):
+class FCCaps(RoutingTemperature, keras.layers.Layer):
     """Fully connected capsules with Efficient-CapsNet self-attention routing.
 
     Each input capsule `i` votes for every output capsule `j` through its
@@ -27,7 +28,7 @@ class FCCaps(keras.layers.Layer):
     ```
     votes[j, i]     = inputs[i] @ kernel[j, i]                    # (D_out,)
     agreement[j, i] = <votes[j, i], sum_k votes[j, k]> / sqrt(D)
-    couplings[:, i] = softmax(agreement[:, i])                    # over j
+    couplings[:, i] = softmax(agreement[:, i] / temperature)      # over j
     outputs[j] = squash(sum_i (couplings[j, i] + prior[j, i]) * votes[j, i])
     ```
 
@@ -56,6 +57,10 @@ class FCCaps(keras.layers.Layer):
             `None`.
         prior_constraint: Constraint for the routing prior. Defaults to
             `None`.
+        temperature: float. Routing temperature, above 0: the couplings
+            are `softmax(agreement / temperature)`. Held as a non-trainable
+            variable (`layer.temperature = 0.5` changes it, also during
+            `fit`). Defaults to `1.0`, the paper's routing.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -84,11 +89,13 @@ class FCCaps(keras.layers.Layer):
     def __init__(self, num_capsules, capsule_dim, agreement_scale="output_dim",
                  kernel_initializer="he_normal", prior_initializer="zeros",
                  kernel_regularizer=None, prior_regularizer=None,
-                 kernel_constraint=None, prior_constraint=None, **kwargs):
+                 kernel_constraint=None, prior_constraint=None,
+                 temperature=1.0, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         check_choice("agreement_scale", agreement_scale, AGREEMENT_SCALES)
         super().__init__(**kwargs)
+        self._init_temperature(temperature)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.agreement_scale = agreement_scale
@@ -124,6 +131,7 @@ class FCCaps(keras.layers.Layer):
         else:
             scale_dim = input_dim
         self._inverse_sqrt_dim = 1.0 / math.sqrt(scale_dim)
+        self._build_temperature()
         self.input_spec = keras.InputSpec(
             ndim=3, axes={-2: num_inputs, -1: input_dim})
 
@@ -138,7 +146,7 @@ class FCCaps(keras.layers.Layer):
             capsule_ops.at_least_float32(votes)
             * capsule_ops.at_least_float32(total), axis=-1)  # (b, j, i)
         agreement = agreement * self._inverse_sqrt_dim
-        couplings = ops.cast(ops.softmax(agreement, axis=1),
+        couplings = ops.cast(self._tempered_softmax(agreement, axis=1),
                              votes.dtype)  # sums to 1 over j
         # (b, j, i): the prior is added after the softmax, as in the
         # official code.
@@ -174,6 +182,7 @@ class FCCaps(keras.layers.Layer):
             "num_capsules": self.num_capsules,
             "capsule_dim": self.capsule_dim,
             "agreement_scale": self.agreement_scale,
+            "temperature": self.temperature,
             "kernel_initializer":
                 keras.initializers.serialize(self.kernel_initializer),
             "prior_initializer":

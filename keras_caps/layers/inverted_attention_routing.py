@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.routing_temperature import RoutingTemperature
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_number
@@ -15,7 +16,7 @@ POSES = ("matrix", "vector")
 
 
 @keras_caps_export("keras_caps.layers.InvertedAttentionRouting")
-class InvertedAttentionRouting(keras.layers.Layer):
+class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
     """Capsule layer with inverted dot-product attention routing (Tsai et al.).
 
     Children vote for parents; a vote's weight is the softmax over the
@@ -27,7 +28,8 @@ class InvertedAttentionRouting(keras.layers.Layer):
     votes[i, j]     = pose[i] @ kernel[i, j]    # s x s matrices, or vectors
     parents[j]      = LayerNorm(sum_i votes[i, j] / num_capsules)
     repeat num_iterations - 1 times:
-        couplings[i, :] = softmax_j(<parents[j], votes[i, j]> / sqrt(d))
+        couplings[i, :] = softmax_j(<parents[j], votes[i, j]>
+                                    / (sqrt(d) * temperature))
         parents[j]      = LayerNorm(sum_i couplings[i, j] * votes[i, j])
     ```
 
@@ -56,6 +58,11 @@ class InvertedAttentionRouting(keras.layers.Layer):
             to `None`, the official `RandomNormal` scale.
         kernel_regularizer: Regularizer for them. Defaults to `None`.
         kernel_constraint: Constraint for them. Defaults to `None`.
+        temperature: float. Routing temperature of the agreement passes,
+            above 0: the couplings are `softmax_j(agreement / temperature)`
+            (the uniform first pass has none). Held as a non-trainable
+            variable (`layer.temperature = 0.5` changes it, also during
+            `fit`). Defaults to `1.0`, the paper's routing.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -84,7 +91,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
     def __init__(self, num_capsules, capsule_dim, kernel_size=None, strides=1,
                  pose="matrix", num_iterations=2, dropout=0.0, epsilon=1e-5,
                  kernel_initializer=None, kernel_regularizer=None,
-                 kernel_constraint=None, **kwargs):
+                 kernel_constraint=None, temperature=1.0, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         if kernel_size is not None:
@@ -114,6 +121,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
                 "Received an invalid value for `epsilon`, expected a "
                 f"positive number. Received: epsilon={epsilon!r}")
         super().__init__(**kwargs)
+        self._init_temperature(temperature)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.kernel_size = kernel_size
@@ -162,6 +170,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
             name="kernel", shape=kernel_shape, initializer=initializer,
             regularizer=self.kernel_regularizer,
             constraint=self.kernel_constraint)
+        self._build_temperature()
         state_shape = (None, self._num_positions, self.num_capsules,
                        self.capsule_dim)
         if self.dropout > 0.0:
@@ -278,7 +287,8 @@ class InvertedAttentionRouting(keras.layers.Layer):
             agreement = ops.squeeze(
                 ops.matmul(votes, ops.expand_dims(parents, -1)), -1)
             agreement = agreement * self._inverse_sqrt_dim
-            couplings = ops.softmax(agreement, axis=2)  # over parents j
+            couplings = ops.cast(self._tempered_softmax(agreement, axis=2),
+                                 dtype)  # over parents j
             # (b, x, j, 1, i) @ (b, x, j, i, z) -> (b, x, j, z)
             weighted = ops.squeeze(
                 ops.matmul(ops.expand_dims(couplings, 3), votes), 3)
@@ -469,6 +479,7 @@ class InvertedAttentionRouting(keras.layers.Layer):
             "num_iterations": self.num_iterations,
             "dropout": self.dropout,
             "epsilon": self.epsilon,
+            "temperature": self.temperature,
             "kernel_initializer": (
                 None if self.kernel_initializer is None
                 else keras.initializers.serialize(self.kernel_initializer)),

@@ -67,21 +67,32 @@ class RoutingTemperature:
         """
         logits = capsule_ops.at_least_float32(logits)
         shift = ops.stop_gradient(ops.max(logits, axis=axis, keepdims=True))
+        return ops.softmax(self._temper(logits - shift), axis=axis)
+
+    def _temper(self, shifted_logits):
+        """`shifted_logits / temperature`, for logits shifted to be <= 0.
+
+        For routers that write their own (e.g. masked) softmax; pass
+        float32 logits from which their maximum was subtracted.
+        """
         # A temperature set to 0 through `set_weights` gives hard routing.
         temperature = ops.maximum(self._temperature, _SMALLEST_TEMPERATURE)
-        return ops.softmax((logits - shift) / temperature, axis=axis)
+        return shifted_logits / ops.cast(temperature, shifted_logits.dtype)
 
     def set_weights(self, weights):
         """As `Layer.set_weights`; a list without the temperature keeps it.
 
         Weight lists taken from the layer before it had a temperature (one
-        entry short, the temperature being the last weight) still load.
+        entry short: the temperature is the last of the layer's own
+        weights, before those of its sublayers) still load.
         """
+        own_weights = self.weights
         if (self._temperature is not None
-                and len(weights) == len(self.weights) - 1
-                and self.weights[-1] is self._temperature):
-            weights = list(weights) + [
-                ops.convert_to_numpy(self._temperature)]
+                and len(weights) == len(own_weights) - 1):
+            index = [id(weight) for weight in own_weights].index(
+                id(self._temperature))
+            weights = list(weights)
+            weights.insert(index, ops.convert_to_numpy(self._temperature))
         super().set_weights(weights)
 
     def load_own_variables(self, store):

@@ -5,6 +5,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.routing_temperature import RoutingTemperature
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
@@ -15,7 +16,7 @@ _LAYER_NORM_EPSILON = 1e-5
 
 
 @keras_caps_export("keras_caps.layers.VectorRouting")
-class VectorRouting(keras.layers.Layer):
+class VectorRouting(RoutingTemperature, keras.layers.Layer):
     """Heinsen's routing of a sequence of vectors to a set of output vectors.
 
     Each input `i` may contribute a share `g_i` of its data; each output
@@ -27,7 +28,7 @@ class VectorRouting(keras.layers.Layer):
     ```
     x~ = x / sqrt(m);  g = sigmoid(x~ . W_A + B_A)    # m: present inputs
     for t in 1..num_iterations:
-      E:  R = uniform if t == 1, else softmax_j(S(x, N(x_out)))
+      E:  R = uniform if t == 1, else softmax_j(S(x, N(x_out)) / temperature)
       D:  D_use = g * R;  D_ign = g - D_use
       M:  phi = beta_use * D_use - beta_ign * D_ign            (n, n_out)
           x_out[j] = sum_i phi[i, j] * ((x~[i] * W_F1[j]) @ W_F2 + B_F2[j])
@@ -55,6 +56,14 @@ class VectorRouting(keras.layers.Layer):
         kernel_constraint: Constraint for every weight but the biases.
             Defaults to `None`.
         bias_constraint: Constraint for the biases. Defaults to `None`.
+        temperature: float. Temperature of the E-step, above 0: the shares
+            are `softmax_j(S / temperature)` of the log-similarities `S`
+            (over each input's allowed outputs under a `routing_mask`). It
+            sharpens or spreads the shares only: the D- and M-steps and
+            the uniform first E-step do not change, so with
+            `num_iterations=1` it has no effect. Held as a non-trainable
+            variable (`layer.temperature = 0.5` changes it, also during
+            `fit`). Defaults to `1.0`, Heinsen's routing.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -86,7 +95,8 @@ class VectorRouting(keras.layers.Layer):
     def __init__(self, num_capsules, capsule_dim, num_inputs=None,
                  num_iterations=2, normalize=True, memory_efficient=True,
                  kernel_regularizer=None, bias_regularizer=None,
-                 kernel_constraint=None, bias_constraint=None, **kwargs):
+                 kernel_constraint=None, bias_constraint=None,
+                 temperature=1.0, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         if num_capsules < 2:
             raise ValueError(
@@ -100,6 +110,7 @@ class VectorRouting(keras.layers.Layer):
         check_bool("normalize", normalize)
         check_bool("memory_efficient", memory_efficient)
         super().__init__(**kwargs)
+        self._init_temperature(temperature)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.num_inputs = num_inputs
@@ -175,6 +186,7 @@ class VectorRouting(keras.layers.Layer):
                 "ignore_cost_kernel", (input_dim, num_outputs), uniform())
             self.ignore_cost_bias = bias(
                 "ignore_cost_bias", (num_outputs,), uniform())
+        self._build_temperature()
         axes = {-1: input_dim}
         if self.num_inputs is not None:
             axes[-2] = self.num_inputs
@@ -272,21 +284,31 @@ class VectorRouting(keras.layers.Layer):
         similarities = ops.einsum("bid,bjd->bij", inputs, predictions)
         similarities = similarities * self.similarity_scale
         similarities = ops.log_sigmoid(similarities + self.similarity_bias)
+        dtype = similarities.dtype
         if allowed is None:
-            return ops.softmax(similarities, axis=-1)
+            return ops.cast(self._tempered_softmax(similarities, axis=-1),
+                            dtype)
         # Exact masked softmax over j without large constants: disallowed
         # entries are replaced by the row minimum, so the shift is the
         # maximum over allowed entries (any finite value for an input with
         # no allowed output); every exponent is <= 0 and an allowed row
-        # sums to >= 1, so dividing by max(sum, 1) is exact and an input
-        # with no allowed output gets all-zero shares.
+        # sums to >= 1, so dividing by the sum (by 1 where it is 0) is
+        # exact and an input with no allowed output gets all-zero shares.
+        # In float32, with the temperature dividing the shifted logits
+        # (<= 0), so a tiny temperature gives one-hot shares, not NaN; the
+        # gradient of a one-hot row cancels exactly (`maximum(sum, 1)`
+        # would split it at sum = 1 on JAX, and 1 / temperature would blow
+        # the remainder up).
+        similarities = capsule_ops.at_least_float32(similarities)
         is_allowed = allowed > 0.0
         row_min = ops.min(similarities, axis=-1, keepdims=True)
         filled = ops.where(is_allowed, similarities, row_min)
         shift = ops.stop_gradient(ops.max(filled, axis=-1, keepdims=True))
-        weights = ops.where(is_allowed, ops.exp(filled - shift), 0.0)
+        weights = ops.where(
+            is_allowed, ops.exp(self._temper(filled - shift)), 0.0)
         total = ops.sum(weights, axis=-1, keepdims=True)
-        return weights / ops.maximum(total, 1.0)
+        total = ops.where(total > 0.0, total, 1.0)
+        return ops.cast(weights / total, dtype)
 
     def _layer_norm(self, x):
         """LayerNorm over the last axis without affine, in float32."""
@@ -378,6 +400,7 @@ class VectorRouting(keras.layers.Layer):
             "num_iterations": self.num_iterations,
             "normalize": self.normalize,
             "memory_efficient": self.memory_efficient,
+            "temperature": self.temperature,
         })
         config.update(
             serialize_regularizers_and_constraints(self, ("kernel", "bias")))

@@ -10,7 +10,8 @@ One run writes, under its output folder (and owns only these names):
   written; running the same command again after a crash resumes from it;
 - `checkpoints/best.keras` (+ `.json`): the best model on the validation
   metric, written atomically;
-- `history.csv` (one row per finished epoch) and `logs/` (TensorBoard);
+- `history.csv` and `logs/` (TensorBoard), with the learning rate and,
+  when annealed, the routing temperature of each epoch;
 - `model.keras`: the selected (best-on-validation) model;
 - `export/`: the SavedModel of the inference graph, raw images in;
 - `metrics.json`: test metrics labelled with protocol, hardware, precision
@@ -28,6 +29,8 @@ import keras
 import tensorflow as tf
 
 from keras_caps import datasets
+from keras_caps.callbacks import ExponentialTemperatureDecay
+from keras_caps.callbacks import RoutingTemperatureScheduler
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
 from keras_caps.export import is_keras_caps_export
@@ -46,6 +49,7 @@ from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
 from keras_caps.training.strategy import shard_by_data
 from keras_caps.training.strategy import task_name
+from keras_caps.validation import check_temperature
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PROTOCOLS = {
@@ -59,7 +63,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
           data_dir=None, seed=42, validation="holdout", reconstruction=None,
           deterministic=False, steps_per_epoch=None, backup_frequency=500,
           verbose="auto", dataset_options=None, fresh=False,
-          worker_timeout=DEFAULT_WORKER_TIMEOUT):
+          worker_timeout=DEFAULT_WORKER_TIMEOUT, routing_temperature=None,
+          temperature_decay=0.0, min_temperature=None):
     """Trains, selects on validation, tests, saves and exports one model.
 
     The output folder belongs to one run: its settings (everything that
@@ -100,6 +105,16 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             the files a run writes, see `RUN_FILES`) and train from scratch.
         worker_timeout: float. Seconds the `multi_worker` strategy waits
             for the other workers to start.
+        routing_temperature: float. Anneal the routing temperature of every
+            router of the model from this value, `tau_0` (see
+            `keras_caps.callbacks.ExponentialTemperatureDecay`). Defaults
+            to `None`: no annealing (temperature 1), unless
+            `temperature_decay` is set, which starts from 1.
+        temperature_decay: float. `lambda`, the decay of the temperature
+            per training step, `tau_t = max(tau_min, tau_0 exp(-lambda t))`.
+            Defaults to `0.0`.
+        min_temperature: float. `tau_min`, the floor. Defaults to
+            `min(1, tau_0)`.
 
     Returns:
         The metrics record written to `metrics.json`.
@@ -109,6 +124,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("validation", validation, PROTOCOLS)
     preset = family.get_preset(dataset)
+    temperature_schedule = _temperature_schedule(
+        routing_temperature, temperature_decay, min_temperature)
     reconstruction = family.resolve_reconstruction(reconstruction)
     dataset_options = {**family.dataset_options(dataset),
                        **(dataset_options or {})}
@@ -127,6 +144,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         "reconstruction": reconstruction, "deterministic": deterministic,
         "dataset_options": dict(dataset_options),
     }
+    if temperature_schedule is not None:
+        settings["routing_temperature"] = temperature_schedule.get_config()
     # A file, or a folder this user cannot write, fails before anything.
     check_output_folder(output_dir)
     keras.utils.set_random_seed(seed)
@@ -324,7 +343,8 @@ def _fit_and_select(network, splits, family, settings, work_dir,
         os.path.join(work_dir, "checkpoints", "best.keras"))
     callbacks = _callbacks(
         work_dir, checkpoint, backup_frequency,
-        family.learning_rate_schedule(settings["dataset"]), keep_backup)
+        family.learning_rate_schedule(settings["dataset"]), keep_backup,
+        settings.get("routing_temperature"))
     train = splits["train"]
     train_batches = int(tf.data.experimental.cardinality(train))
     if settings["steps_per_epoch"] is not None:
@@ -360,11 +380,15 @@ def _test(network, test_split):
 
 
 def _callbacks(work_dir, checkpoint, backup_frequency, schedule,
-               keep_backup):
-    # The scheduler comes first: it adds each epoch's `learning_rate` to
-    # the logs that the CSV and TensorBoard logs then write.
+               keep_backup, routing_temperature=None):
+    # The schedulers come first: they add each epoch's `learning_rate` and
+    # `routing_temperature` to the logs that the CSV and TensorBoard logs
+    # then write.
     callbacks = [] if schedule is None else [
         keras.callbacks.LearningRateScheduler(schedule)]
+    if routing_temperature is not None:
+        callbacks.append(RoutingTemperatureScheduler(
+            ExponentialTemperatureDecay(**routing_temperature)))
     history_path = os.path.join(work_dir, "history.csv")
     return callbacks + [
         # Kept after training when `keep_backup`: the chief deletes it once
@@ -458,6 +482,31 @@ def describe_hardware():
     except OSError:
         pass
     return f"CPU: {cpu}, {os.cpu_count()} cores"
+
+
+def _temperature_schedule(routing_temperature, temperature_decay,
+                          min_temperature):
+    """The annealing schedule of `train`'s arguments, or `None`."""
+    if routing_temperature is None and not temperature_decay and (
+            min_temperature is None):
+        return None
+    initial = 1.0
+    if routing_temperature is not None:
+        initial = check_temperature("routing_temperature",
+                                    routing_temperature)
+    if min_temperature is None:
+        min_temperature = min(1.0, initial)
+    # The schedule validates the values; errors name `train`'s arguments.
+    try:
+        return ExponentialTemperatureDecay(initial, temperature_decay,
+                                           min_temperature)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        for name, argument in (("initial_temperature", "routing_temperature"),
+                               ("decay_rate", "temperature_decay"),
+                               ("minimum_temperature", "min_temperature")):
+            message = message.replace(name, argument)
+        raise type(error)(message) from None
 
 
 def _check_choice(name, value, choices):

@@ -32,10 +32,11 @@ from keras_caps.testing import TestCase
 #   5x5: 25*128 + 128 = 3,328, digit_caps 20,640: 154,656. Decoder as
 #   MNIST's with 36*36 = 1,296 outputs: 82,432 + 525,312 + 1,328,400
 #   = 1,936,144; total 154,656 + 576 + 1,936,144 = 2,091,376.
+# Non-trainable and total counts include FCCaps' routing temperature (+ 1).
 PARAMETER_COUNTS = {
-    "mnist": (161_824, 576, 1_411_344, 1_573_744),
-    "smallnorb": (151_664, 0, 229_570, 381_234),
-    "multi_mnist": (154_656, 576, 1_936_144, 2_091_376),
+    "mnist": (161_824, 576 + 1, 1_411_344, 1_573_744 + 1),
+    "smallnorb": (151_664, 0 + 1, 229_570, 381_234 + 1),
+    "multi_mnist": (154_656, 576 + 1, 1_936_144, 2_091_376 + 1),
 }
 
 

@@ -43,11 +43,13 @@ from keras_caps.testing import TestCase
 # ResNet: 1,340,224 + 488,593 = 1,828,817 (CIFAR-10) and 1,340,224
 #   + 1,459,405 = 2,799,629 (CIFAR-100), the official models' counts.
 # Simple: 3,584 + 488,593 = 492,177 and 3,584 + 1,459,405 = 1,462,989.
+# Non-trainable counts include one routing temperature per routing layer
+# (3 for CIFAR-10, 4 for CIFAR-100).
 PARAMETER_COUNTS = {
-    ("cifar10", "resnet"): (1_828_817, 3_200),
-    ("cifar100", "resnet"): (2_799_629, 3_200),
-    ("cifar10", "simple"): (492_177, 0),
-    ("cifar100", "simple"): (1_462_989, 0),
+    ("cifar10", "resnet"): (1_828_817, 3_200 + 3),
+    ("cifar100", "resnet"): (2_799_629, 3_200 + 4),
+    ("cifar10", "simple"): (492_177, 0 + 3),
+    ("cifar100", "simple"): (1_462_989, 0 + 4),
 }
 SMALL = {"backbone": "simple", "input_shape": (16, 16, 3)}
 

@@ -36,10 +36,11 @@ from keras_caps.testing import write_idx_dataset
 #     = 2,208 + 321*C: 5,418 (C = 10), 3,813 (C = 5).
 # MNIST: 129,312 + 576 + 256 + 43,313 + 22,560 + 5,418 = 201,435.
 # smallNORB: 130,624 + 576 + 256 + 39,972 + 22,560 + 3,813 = 197,801.
+# Non-trainable counts include the routing temperatures of the 3 routings.
 PARAMETER_COUNTS = {
-    "mnist": (201_435, 576),
-    "fashion_mnist": (201_435, 576),
-    "smallnorb": (197_801, 576),
+    "mnist": (201_435, 576 + 3),
+    "fashion_mnist": (201_435, 576 + 3),
+    "smallnorb": (197_801, 576 + 3),
 }
 
 

@@ -13,6 +13,11 @@ TOKENS = np.array([[5, 7, 9, 0, 0], [4, 2, 8, 6, 3]], dtype="int32")
 LABELS = np.array([0, 2])
 
 
+def _num_trainable(layer):
+    """Trainable scalars: the pinned paper counts (no routing temperature)."""
+    return sum(int(np.prod(w.shape)) for w in layer.trainable_weights)
+
+
 def _sequence_backbone():
     """Variable-length tokens -> (batch, n, WIDTH), with a padding mask."""
     tokens = keras.Input((None,), dtype="int32", name="tokens")
@@ -123,13 +128,15 @@ class VectorRoutingHeadTest(TestCase):
         names = ["embeddings"] + [f"layer_{i}" for i in range(1, 25)]
         model = VectorRoutingHead(backbone, 10, hidden_state_layers=names,
                                   compile=False)
-        self.assertEqual(model.get_layer("routing_1").count_params(),
+        # Trainable counts: the routing temperatures are not parameters.
+        self.assertEqual(_num_trainable(model.get_layer("routing_1")),
                          2_491_649)
-        self.assertEqual(model.get_layer("routing_2").count_params(),
+        self.assertEqual(_num_trainable(model.get_layer("routing_2")),
                          2_441_280)
-        self.assertEqual(model.get_layer("class_routing").count_params(),
+        self.assertEqual(_num_trainable(model.get_layer("class_routing")),
                          67_648 + 3_329 * 10)
-        self.assertEqual(model.count_params(), 5_085_067)
+        self.assertEqual(_num_trainable(model), 5_085_067)
+        self.assertEqual(model.count_params(), 5_085_067 + 3)
 
     def test_compile_options(self):
         model = _head(_sequence_backbone())

@@ -32,7 +32,9 @@ def _set_weights(layer, rng, input_shape, use_bias):
     if use_bias:
         bias = rng.normal(size=(layer.num_capsules, layer.capsule_dim)) * 0.3
         weights.append(bias.astype("float32"))
-    layer.set_weights(weights)
+    layer.kernel.assign(weights[0])
+    if use_bias:
+        layer.bias.assign(weights[1])
     return weights[0].astype("float64"), (
         None if bias is None else weights[1].astype("float64"))
 
@@ -45,6 +47,24 @@ class DynamicRoutingTest(TestCase):
          3 * 5 * 3 * 4 + 3 * 4),
     )
     def test_layer(self, options, num_weights, num_parameters):
+        self.run_layer_test(
+            DynamicRouting,
+            {"num_capsules": 3, "capsule_dim": 4, **options},
+            input_shape=(2, 5, 3),
+            expected_output_shape=(2, 3, 4),
+            expected_num_trainable_weights=num_weights,
+            expected_num_non_trainable_weights=1,
+            expected_num_parameters=num_parameters,
+        )
+
+    @parameterized.named_parameters(
+        ("bilinear", {"attention": "bilinear"}, 3, 3 * 5 * 3 * 4 + 3 * 4 + 1),
+        ("concat", {"attention": "concat", "attention_weight": 0.5,
+                    "leaky": True, "use_bias": True}, 5,
+         3 * 5 * 3 * 4 + 3 * 4 + 2 * 4 + 1 + 1),
+    )
+    def test_layer_with_attention(self, options, num_weights,
+                                  num_parameters):
         self.run_layer_test(
             DynamicRouting,
             {"num_capsules": 3, "capsule_dim": 4, **options},
@@ -90,6 +110,92 @@ class DynamicRoutingTest(TestCase):
         # The layer returns couplings as (batch, parents, children).
         self.assertAllClose(couplings, expected_couplings.transpose(0, 2, 1),
                             atol=1e-5, rtol=1e-4)
+
+    @parameterized.product(
+        attention=("bilinear", "concat"), num_iterations=(1, 2, 3),
+        options=({}, {"leaky": True}, {"use_bias": True}),
+    )
+    def test_hybrid_matches_numpy_reference(self, attention, num_iterations,
+                                            options):
+        rng = np.random.default_rng(num_iterations)
+        u = rng.normal(size=(3, 5, 4)).astype("float32")
+        temperature = 0.5 if options else 1.0
+        layer = DynamicRouting(3, 2, num_iterations=num_iterations,
+                               attention=attention, temperature=temperature,
+                               **options)
+        layer.build(u.shape)
+        kernel, bias = _set_weights(layer, rng, u.shape,
+                                    options.get("use_bias", False))
+        if attention == "bilinear":
+            attention_kernel = rng.normal(size=(4, 2)).astype("float32")
+        else:
+            attention_kernel = rng.normal(size=(4,)).astype("float32")
+            attention_bias = np.float32(-0.3)
+            layer.attention_bias.assign(attention_bias)
+        layer.attention_kernel.assign(attention_kernel)
+        layer.attention_weight.assign(1.5)
+        reference_options = {
+            "bias": bias, "leaky": options.get("leaky", False),
+            "temperature": temperature, "attention": attention,
+            "attention_kernel": attention_kernel.astype("float64")}
+        if attention == "concat":
+            reference_options["attention_bias"] = float(attention_bias)
+        expected, expected_couplings = routing_reference.dynamic_routing(
+            u.astype("float64"), kernel, num_iterations,
+            attention_weight=1.5, **reference_options)
+        outputs, couplings = layer(u, return_couplings=True)
+        self.assertAllClose(outputs, expected, atol=1e-5, rtol=1e-4)
+        self.assertAllClose(couplings, expected_couplings.transpose(0, 2, 1),
+                            atol=1e-5, rtol=1e-4)
+        # Guards the test: the attention term moves the couplings.
+        _, plain_couplings = routing_reference.dynamic_routing(
+            u.astype("float64"), kernel, num_iterations,
+            **{**reference_options, "attention": None})
+        self.assertGreater(
+            np.max(np.abs(plain_couplings - expected_couplings)), 1e-2)
+
+    @parameterized.named_parameters(("bilinear", "bilinear"),
+                                    ("concat", "concat"))
+    def test_hybrid_with_zero_weight_is_plain_routing(self, attention):
+        rng = np.random.default_rng(8)
+        u = rng.normal(size=(3, 5, 4)).astype("float32")
+        plain = DynamicRouting(3, 2, use_bias=True, leaky=True)
+        plain.build(u.shape)
+        kernel, bias = _set_weights(plain, rng, u.shape, use_bias=True)
+        hybrid = DynamicRouting(3, 2, use_bias=True, leaky=True,
+                                attention=attention,
+                                attention_initializer="random_normal")
+        hybrid.build(u.shape)
+        hybrid.kernel.assign(kernel.astype("float32"))
+        hybrid.bias.assign(bias.astype("float32"))
+        self.assertEqual(float(_numpy(hybrid.attention_weight)), 0.0)
+        expected, expected_couplings = plain(u, return_couplings=True)
+        outputs, couplings = hybrid(u, return_couplings=True)
+        np.testing.assert_array_equal(_numpy(outputs), _numpy(expected))
+        np.testing.assert_array_equal(_numpy(couplings),
+                                      _numpy(expected_couplings))
+        # lambda is learned: at 0 its gradient equals the NumPy one.
+        weights = hybrid.get_weights()
+        reference_options = {
+            "bias": bias, "leaky": True, "attention": attention,
+            "attention_kernel": weights[2].astype("float64")}
+        if attention == "concat":
+            reference_options["attention_bias"] = float(weights[3])
+        u64 = u.astype("float64")
+
+        def total(weight):
+            return routing_reference.dynamic_routing(
+                u64, kernel, 3, attention_weight=float(weight[0]),
+                **reference_options)[0].sum()
+
+        expected_gradient = routing_reference.numerical_gradient(
+            total, np.zeros(1))
+        _, gradients = value_and_gradients(hybrid, u)
+        index = 1 + [id(w) for w in hybrid.trainable_weights].index(
+            id(hybrid.attention_weight))
+        self.assertGreater(abs(expected_gradient[0]), 1e-3)
+        self.assertAllClose(gradients[index], expected_gradient[0],
+                            atol=1e-4, rtol=1e-3)
 
     def test_routing_changes_outputs(self):
         # Guards the reference test: with these weights each iteration
@@ -208,6 +314,15 @@ class DynamicRoutingTest(TestCase):
         ("leaky_string", {"leaky": "yes"}, TypeError, "leaky"),
         ("stop_int", {"stop_inner_gradients": 1}, TypeError,
          "stop_inner_gradients"),
+        ("unknown_attention", {"attention": "additive"}, ValueError,
+         "attention"),
+        ("attention_bool", {"attention": True}, ValueError, "attention"),
+        ("attention_weight_string", {"attention_weight": "1"}, TypeError,
+         "attention_weight"),
+        ("attention_weight_nan", {"attention_weight": float("nan")},
+         ValueError, "attention_weight"),
+        ("temperature_zero", {"temperature": 0.0}, ValueError,
+         "temperature"),
     )
     def test_bad_arguments(self, override, error, name):
         kwargs = {"num_capsules": 4, "capsule_dim": 4, **override}

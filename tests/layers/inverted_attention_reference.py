@@ -82,7 +82,8 @@ def conv_votes(poses, kernel, strides, pose):
                          kernel_h * kernel_w * num_types, num_parents, dim)
 
 
-def route_step(votes, parents, gamma=None, beta=None, epsilon=1e-5):
+def route_step(votes, parents, gamma=None, beta=None, epsilon=1e-5,
+               temperature=1.0):
     """One routing pass (agreement, softmax over parents, weighted sum).
 
     votes (B, X, C, M, z); parents (B, X, M, z) or None (uniform couplings 1/M).
@@ -98,8 +99,7 @@ def route_step(votes, parents, gamma=None, beta=None, epsilon=1e-5):
             agreement[..., m] = np.sum(
                 votes[:, :, :, m] * parents[:, :, None, m], axis=-1)
         agreement /= np.sqrt(dim)
-        exp = np.exp(agreement - agreement.max(axis=-1, keepdims=True))
-        couplings = exp / exp.sum(axis=-1, keepdims=True)
+        couplings = tempered_softmax(agreement, temperature)
     new = np.zeros((batch, positions, num_parents, dim))
     for c in range(num_children):
         new += couplings[:, :, c, :, None] * votes[:, :, c]
@@ -108,13 +108,27 @@ def route_step(votes, parents, gamma=None, beta=None, epsilon=1e-5):
     return new, couplings
 
 
+def tempered_softmax(logits, temperature):
+    """softmax(logits / temperature) over the last axis; `np.inf` and `0.0`
+    give the limits (uniform, one-hot at the maximum)."""
+    if temperature == np.inf:
+        return np.full(logits.shape, 1.0 / logits.shape[-1])
+    if temperature == 0.0:
+        top = logits == logits.max(axis=-1, keepdims=True)  # ties share
+        return top / top.sum(axis=-1, keepdims=True)
+    logits = logits / temperature
+    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
 class Layer:
     """A routing layer: its form, weights and shapes, for the references."""
 
     def __init__(self, kernel, pose, strides=None, gamma=None, beta=None,
-                 epsilon=1e-5):
+                 epsilon=1e-5, temperature=1.0):
         self.kernel, self.pose, self.strides = kernel, pose, strides
         self.gamma, self.beta, self.epsilon = gamma, beta, epsilon
+        self.temperature = temperature
 
     def votes(self, children):
         if self.strides is None:
@@ -131,7 +145,7 @@ class Layer:
             state = parents.reshape(votes.shape[0], votes.shape[1],
                                     *votes.shape[3:])
         state, couplings = route_step(votes, state, self.gamma, self.beta,
-                                      self.epsilon)
+                                      self.epsilon, self.temperature)
         return self.public(state, children), couplings
 
     def public(self, state, children):

@@ -42,7 +42,7 @@ class InvertedAttentionRoutingTest(TestCase):
             expected_output_shape=output_shape,
             expected_num_trainable_weights=(
                 1 if options["capsule_dim"] == 1 else 3),
-            expected_num_non_trainable_weights=0,
+            expected_num_non_trainable_weights=1,  # temperature
             expected_num_parameters=num_parameters,
             run_training_check=full,
             run_mixed_precision_check=full,

@@ -6,9 +6,10 @@ import numpy as np
 
 def squash(s, variant="efficient"):
     norm = np.sqrt(np.sum(s**2, axis=-1, keepdims=True))
+    safe_norm = np.where(norm > 0.0, norm, 1.0)  # squash(0) = 0
     if variant == "efficient":
-        return (1.0 - np.exp(-norm)) * s / norm
-    return norm**2 / (1.0 + norm**2) * s / norm
+        return (1.0 - np.exp(-norm)) * s / safe_norm
+    return norm**2 / (1.0 + norm**2) * s / safe_norm
 
 
 def primary_caps(x, kernel, bias, strides, num_capsules, capsule_dim,
@@ -28,9 +29,10 @@ def primary_caps(x, kernel, bias, strides, num_capsules, capsule_dim,
                   variant)
 
 
-def fc_caps(u, kernel, prior, scale_dim):
+def fc_caps(u, kernel, prior, scale_dim, temperature=1.0):
     """FCCaps self-attention routing (Eqs. 2-6), with explicit loops over
-    output capsules."""
+    output capsules; the couplings are `softmax_j(agreement / temperature)`,
+    with `np.inf` and `0.0` giving the limits (uniform, one-hot)."""
     batch, num_inputs, _ = u.shape
     num_outputs = kernel.shape[0]
     outputs = []
@@ -43,8 +45,15 @@ def fc_caps(u, kernel, prior, scale_dim):
         for j in range(num_outputs):
             attention = votes[b, j] @ votes[b, j].T  # (N_in, N_in)
             couplings[b, j] = attention.sum(axis=1) / np.sqrt(scale_dim)
-    couplings = np.exp(couplings - couplings.max(axis=1, keepdims=True))
-    couplings /= couplings.sum(axis=1, keepdims=True)
+    if temperature == np.inf:
+        couplings = np.full(couplings.shape, 1.0 / num_outputs)
+    elif temperature == 0.0:
+        top = couplings == couplings.max(axis=1, keepdims=True)
+        couplings = top / top.sum(axis=1, keepdims=True)  # ties share
+    else:
+        couplings = couplings / temperature
+        couplings = np.exp(couplings - couplings.max(axis=1, keepdims=True))
+        couplings /= couplings.sum(axis=1, keepdims=True)
     weights = couplings + prior[None, :, :, 0]
     outputs = np.einsum("bji,bjiz->bjz", weights, votes)
     return squash(outputs), couplings

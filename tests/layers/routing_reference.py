@@ -10,8 +10,16 @@ from tests.layers.reference import squash
 
 
 def dynamic_routing(u, kernel, num_iterations, bias=None, leaky=False,
-                    couplings=None):
+                    couplings=None, temperature=1.0, attention=None,
+                    attention_kernel=None, attention_bias=0.0,
+                    attention_weight=0.0):
     """Procedure 1, with explicit loops over children and parents.
+
+    With `attention`, the agreement + attention hybrid: the couplings are
+    `softmax_j((b_ij + lambda * a_ij) / temperature)` with
+    `bilinear: a_ij = u_i^T W_a votes_ij / sqrt(D_in)` or
+    `concat: a_ij = LeakyReLU_0.2(w_a^T [votes_ij; v_j] + b_a)`, `v_j` the
+    previous iteration's outputs (0 before the first).
 
     Args:
         u: (B, I, D_in) inputs.
@@ -21,6 +29,11 @@ def dynamic_routing(u, kernel, num_iterations, bias=None, leaky=False,
         leaky: leaky routing (softmax over J + 1, leak column dropped).
         couplings: optional (B, I, J) couplings held constant: skips the
             routing loop and returns `squash(sum_i c * votes + bias)`.
+        temperature: divides the logits (the leak logit stays 0).
+        attention: None, "bilinear" or "concat".
+        attention_kernel: W_a (D_in, D_out) or w_a (2 D_out,).
+        attention_bias: b_a (concat).
+        attention_weight: lambda.
 
     Returns:
         `(outputs (B, J, D_out), couplings of the last iteration (B, I, J))`.
@@ -34,8 +47,17 @@ def dynamic_routing(u, kernel, num_iterations, bias=None, leaky=False,
     if couplings is not None:
         return _weighted_squash(couplings, votes, bias), couplings
     logits = np.zeros((batch, num_inputs, num_outputs))
+    outputs = np.zeros((batch, num_outputs, kernel.shape[3]))
     for t in range(num_iterations):
-        couplings = _softmax_over_parents(logits, leaky)
+        scores = np.zeros_like(logits)
+        if attention is not None:
+            for i in range(num_inputs):
+                for j in range(num_outputs):
+                    scores[:, i, j] = _attention_score(
+                        attention, u[:, i], votes[:, i, j], outputs[:, j],
+                        attention_kernel, attention_bias)
+        couplings = _softmax_over_parents(
+            logits + attention_weight * scores, leaky, temperature)
         outputs = _weighted_squash(couplings, votes, bias)
         if t < num_iterations - 1:
             for j in range(num_outputs):
@@ -44,12 +66,35 @@ def dynamic_routing(u, kernel, num_iterations, bias=None, leaky=False,
     return outputs, couplings
 
 
-def _softmax_over_parents(logits, leaky):
+def _attention_score(attention, child, vote, output, attention_kernel,
+                     attention_bias):
+    """a_ij for a batch: child (B, D_in), vote and output (B, D_out)."""
+    if attention == "bilinear":
+        return np.einsum("bd,dz,bz->b", child, attention_kernel,
+                         vote) / np.sqrt(child.shape[-1])
+    if attention == "concat":
+        score = np.concatenate([vote, output], axis=-1) @ attention_kernel
+        score = score + attention_bias
+        return np.where(score > 0, score, 0.2 * score)
+    raise ValueError(f"unknown attention {attention!r}")
+
+
+def _softmax_over_parents(logits, leaky, temperature=1.0):
+    """softmax(logits / temperature) over the parents (last axis); `np.inf`
+    and `0.0` give the limits (uniform, one-hot at the maximum, shared
+    between tied maxima)."""
     if leaky:
         leak = np.zeros(logits.shape[:-1] + (1,))
         logits = np.concatenate([leak, logits], axis=-1)
-    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    couplings = exp / exp.sum(axis=-1, keepdims=True)
+    if temperature == np.inf:
+        couplings = np.full(logits.shape, 1.0 / logits.shape[-1])
+    elif temperature == 0.0:
+        top = logits == logits.max(axis=-1, keepdims=True)  # ties share
+        couplings = top / top.sum(axis=-1, keepdims=True)
+    else:
+        logits = logits / temperature
+        exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        couplings = exp / exp.sum(axis=-1, keepdims=True)
     return couplings[..., 1:] if leaky else couplings
 
 

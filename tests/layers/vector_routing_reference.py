@@ -31,7 +31,7 @@ def layer_norm(x):
 
 
 def vector_routing(x, weights, num_iterations, normalize=True,
-                   routing_mask=None, present=None):
+                   routing_mask=None, present=None, temperature=1.0):
     """Routes one example `x` of shape (n, d_in).
 
     Args:
@@ -47,6 +47,9 @@ def vector_routing(x, weights, num_iterations, normalize=True,
         normalize: bool.
         routing_mask: bool array (n, n_out), True where i may route to j.
         present: bool array (n,), False for padding.
+        temperature: the E-step is `softmax_j(S / temperature)` over the
+            allowed outputs; `np.inf` gives its limit (uniform shares) and
+            `0.0` its other limit (all of the share to the best output).
 
     Returns:
         dict with `x_out` (n_out, d_out) and, for all n inputs (zero rows for
@@ -109,9 +112,7 @@ def vector_routing(x, weights, num_iterations, normalize=True,
                         np.dot(xs[i], pred[j]) * W_S[i, j] + B_S[i, j])
             for i in range(m):
                 if allowed[i].any():
-                    logits = np.where(allowed[i], S[i], -np.inf)
-                    e = np.exp(logits - logits.max())
-                    R[i] = e / e.sum()
+                    R[i] = tempered_softmax(S[i], allowed[i], temperature)
         D_use = g * R
         D_ign = g - D_use
         phi = beta_use * D_use - beta_ign * D_ign
@@ -129,6 +130,19 @@ def vector_routing(x, weights, num_iterations, normalize=True,
 
     return {"x_out": x_out, "phi": scatter(phi), "D_use": scatter(D_use),
             "D_ign": scatter(D_ign), "g": scatter(g)}
+
+
+def tempered_softmax(logits, allowed, temperature):
+    """softmax(logits / temperature) over the allowed entries of a row."""
+    if temperature == np.inf:
+        return allowed / allowed.sum()
+    if temperature == 0.0:
+        logits = np.where(allowed, logits, -np.inf)
+        top = logits == logits.max()  # ties share
+        return top / top.sum()
+    logits = np.where(allowed, logits / temperature, -np.inf)
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
 
 
 def compose_credit_assignments(phis, epsilon=1e-5):

@@ -14,6 +14,12 @@ from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import vector_routing_reference as reference
 from tests.layers.weight_options import check_regularizers_and_constraints
 
+
+def _num_trainable(layer):
+    """Trainable scalars: the pinned paper counts (no routing temperature)."""
+    return sum(int(np.prod(w.shape)) for w in layer.trainable_weights)
+
+
 # Paper symbol -> layer attribute.
 PAPER_NAMES = {
     "W_A": "score_kernel",
@@ -125,7 +131,7 @@ def make_masks(rng, kind, batch=BATCH, num_inputs=NUM_INPUTS,
 
 
 def reference_outputs(x, weights, num_iterations, padding, routing,
-                      normalize=True):
+                      normalize=True, temperature=1.0):
     outputs, credits = [], []
     for b in range(len(x)):
         example_routing = routing
@@ -134,7 +140,8 @@ def reference_outputs(x, weights, num_iterations, padding, routing,
         result = reference.vector_routing(
             x[b], weights, num_iterations, normalize=normalize,
             routing_mask=example_routing,
-            present=None if padding is None else padding[b])
+            present=None if padding is None else padding[b],
+            temperature=temperature)
         outputs.append(result["x_out"])
         credits.append(result["phi"])
     return np.stack(outputs), np.stack(credits)
@@ -166,7 +173,7 @@ class VectorRoutingTest(TestCase):
             input_shape=(BATCH, NUM_INPUTS, INPUT_DIM),
             expected_output_shape=(BATCH, NUM_OUTPUTS, OUTPUT_DIM),
             expected_num_trainable_weights=12,
-            expected_num_non_trainable_weights=0,
+            expected_num_non_trainable_weights=1,  # temperature
             expected_num_parameters=num_parameters(
                 NUM_INPUTS, INPUT_DIM, NUM_OUTPUTS, OUTPUT_DIM),
         )
@@ -179,7 +186,7 @@ class VectorRoutingTest(TestCase):
             input_shape=(BATCH, NUM_INPUTS, INPUT_DIM),
             expected_output_shape=(BATCH, NUM_OUTPUTS, OUTPUT_DIM),
             expected_num_trainable_weights=14,
-            expected_num_non_trainable_weights=0,
+            expected_num_non_trainable_weights=1,  # temperature
             expected_num_parameters=num_parameters(
                 None, INPUT_DIM, NUM_OUTPUTS, OUTPUT_DIM),
         )
@@ -514,15 +521,15 @@ class VectorRoutingTest(TestCase):
         # glassroom/heinsen_routing_2022_paper) at d = 1024.
         first = VectorRouting(64, 1024)
         first.build((None, None, 1024))
-        self.assertEqual(first.count_params(), 2_491_649)
+        self.assertEqual(_num_trainable(first), 2_491_649)
         second = VectorRouting(64, 1024, num_inputs=64)
         second.build((None, 64, 1024))
-        self.assertEqual(second.count_params(), 2_441_280)
+        self.assertEqual(_num_trainable(second), 2_441_280)
         for num_classes in (2, 10):
             head = VectorRouting(num_classes, 1, num_inputs=64,
                                  normalize=False)
             head.build((None, 64, 1024))
-            self.assertEqual(head.count_params(),
+            self.assertEqual(_num_trainable(head),
                              67_648 + 3_329 * num_classes)
 
     def test_weight_shapes_and_initializers(self):

@@ -61,6 +61,61 @@ class TrainTest(TestCase):
         for a, b in zip(model.weights, best.weights):
             self.assertAllClose(a, b)
 
+    @pytest.mark.large
+    def test_annealed_run_logs_and_keeps_its_temperature(self):
+        # End to end (about 25 s on 2 cores); the callback's own tests and
+        # `test_temperature_scheduler_comes_before_the_logs` cover it fast.
+        data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"),
+                               num_train=120, num_test=16)
+        output_dir = os.path.join(self.get_temp_dir(), "annealed")
+        record = training.train(
+            "efficient_capsnet", "mnist", output_dir=output_dir, epochs=2,
+            steps_per_epoch=2, batch_size=8, data_dir=data_dir, verbose=0,
+            routing_temperature=4.0, temperature_decay=0.5,
+            min_temperature=0.5)
+        self.assertEqual(record["routing_temperature"],
+                         {"initial_temperature": 4.0, "decay_rate": 0.5,
+                          "minimum_temperature": 0.5})
+        # Each epoch's row: the temperature of its last step (1, then 3).
+        with open(os.path.join(output_dir, "history.csv")) as file:
+            logged = [float(row["routing_temperature"])
+                      for row in csv.DictReader(file)]
+        expected = [4.0 * np.exp(-0.5 * 1), 4.0 * np.exp(-0.5 * 3)]
+        self.assertAllClose(logged, expected, rtol=1e-6)
+        # The saved (selected) model keeps its epoch's temperature.
+        model = keras.saving.load_model(os.path.join(output_dir,
+                                                     "model.keras"))
+        temperature = model.get_layer("digit_caps").temperature
+        self.assertAllClose(
+            temperature, expected[record["selected_epoch"] - 1], rtol=1e-6)
+
+    def test_temperature_scheduler_comes_before_the_logs(self):
+        from keras_caps.callbacks import RoutingTemperatureScheduler
+        from keras_caps.training.best_checkpoint import BestCheckpoint
+        from keras_caps.training.fit import _callbacks
+
+        folder = self.get_temp_dir()
+        config = {"initial_temperature": 4.0, "decay_rate": 0.5,
+                  "minimum_temperature": 0.5}
+        callbacks = _callbacks(
+            folder, BestCheckpoint(os.path.join(folder, "best.keras")), 10,
+            None, keep_backup=False, routing_temperature=config)
+        kinds = [type(callback) for callback in callbacks]
+        scheduler = callbacks[kinds.index(RoutingTemperatureScheduler)]
+        self.assertEqual(scheduler.schedule(3), 4.0 * np.exp(-1.5))
+        self.assertLess(kinds.index(RoutingTemperatureScheduler),
+                        kinds.index(keras.callbacks.CSVLogger))
+        self.assertLess(kinds.index(RoutingTemperatureScheduler),
+                        kinds.index(keras.callbacks.TensorBoard))
+        self.assertNotIn(RoutingTemperatureScheduler,
+                         [type(callback) for callback in _callbacks(
+                             folder, BestCheckpoint(folder + "/b.keras"), 10,
+                             None, keep_backup=False)])
+        with self.assertRaisesRegex(ValueError,
+                                    "`min_temperature`.*at most"):
+            training.train(output_dir="unused", routing_temperature=0.5,
+                           min_temperature=0.8)
+
     def test_bad_names(self):
         with self.assertRaisesRegex(ValueError, "Unknown `dataset`.*cifar"):
             training.train(dataset="cifar", output_dir="unused")
