@@ -45,6 +45,9 @@ _ROUTER_PARAMETERS = {
     # similarity scale and bias (N, J), use benefit and ignore cost (N, J).
     "vector": (_N * _D_IN + _N + _J * _D_IN + _D_IN * _D + _J * _D
                + _D * _D_IN + 2 * _J * _D_IN + 4 * _N * _J),
+    # DynamicRouting with the bilinear attention term: W_a (D_in, D) and
+    # the weight lambda of the term, a scalar.
+    "hybrid": _N * _D_IN * _J * _D + _D_IN * _D + 1,
     # AttentionRouting, 1 head of key size 16: parent queries (1, J, 16),
     # key kernel (D_in, 1, 16) and the votes' kernel (N, D_in, J, D).
     "attention": _J * 16 + _D_IN * 16 + _N * _D_IN * _J * _D,

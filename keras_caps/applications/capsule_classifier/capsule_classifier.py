@@ -54,13 +54,15 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     - `"vector"`: `VectorRouting`, 2 iterations (Heinsen, 2022), without
       its output normalisation (which would give every class capsule the
       same length), squashed.
+    - `"hybrid"`: `DynamicRouting` with a bilinear attention term weighted
+      by a learned scalar (starting at 0, plain routing), 3 iterations.
     - `"attention"`: `AttentionRouting`, query-key-value attention routing
       in one pass with one head.
 
     Trainable parameters on MNIST without the decoder: 161,824
     (self_attention), 161,664 (dynamic), 161,696 (inverted_attention),
-    142,624 (vector), 161,952 (attention); the stem and primary capsules
-    hold 141,184 of them.
+    142,624 (vector), 161,793 (hybrid), 161,952 (attention); the stem and
+    primary capsules hold 141,184 of them.
 
     Args:
         dataset: str. `"mnist"`, `"fashion_mnist"`, `"smallnorb"` or

@@ -105,6 +105,13 @@ def _vector(num_capsules, capsule_dim, num_inputs, options, name):
         name=name)
 
 
+def _hybrid(num_capsules, capsule_dim, num_inputs, options, name):
+    return layers.DynamicRouting(
+        num_capsules, capsule_dim,
+        **{"num_iterations": 3, "attention": "bilinear", **options},
+        name=name)
+
+
 def _attention(num_capsules, capsule_dim, num_inputs, options, name):
     return layers.AttentionRouting(num_capsules, capsule_dim, **options,
                                    name=name)
@@ -124,6 +131,10 @@ ROUTERS = {
     "vector": Router(
         _vector, layers.VectorRouting, outputs="unsquashed",
         description="Heinsen's vector routing, 2 iterations, unnormalised"),
+    "hybrid": Router(
+        _hybrid, layers.DynamicRouting, outputs="squashed",
+        description="dynamic routing + bilinear attention term (learned "
+        "lambda), 3 iterations"),
     "attention": Router(
         _attention, layers.AttentionRouting, outputs="squashed",
         description="query-key-value attention routing, 1 pass, 1 head"),
