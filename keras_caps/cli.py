@@ -293,6 +293,8 @@ def _run(args):
                       f"`--output` {args.output!r} ({error}); the metrics "
                       "are printed above.", file=sys.stderr)
                 return 1
+    elif args.command == "compare":
+        return _run_compare(args)
     elif args.command == "plot":
         from keras_caps.visualization import plot_to_file
 
