@@ -184,13 +184,14 @@ def _run(args):
             deterministic=args.deterministic,
             steps_per_epoch=args.steps_per_epoch,
             backup_frequency=args.backup_frequency,
-            dataset_options=options)
+            dataset_options=options, download=args.download)
         print(json.dumps(record, indent=2, sort_keys=True))
         print(f"Saved model, export and metrics under {output_dir}")
     elif args.command == "evaluate":
         record = training.evaluate(
             args.model_path, args.dataset, batch_size=args.batch_size,
-            data_dir=args.data_dir, seed=args.seed, dataset_options=options)
+            data_dir=args.data_dir, seed=args.seed, dataset_options=options,
+            download=args.download)
         if args.output:
             from keras_caps.training.atomic_files import write_json_atomically
 
@@ -207,7 +208,7 @@ def _run(args):
                 data_dir=args.data_dir, num_images=args.num_images,
                 index=args.index, class_index=args.class_index,
                 layer_names=args.layers, dpi=args.dpi,
-                dataset_options=options)
+                dataset_options=options, download=args.download)
         except ImportError as error:  # matplotlib is an optional extra.
             print(f"keras-caps plot: error: {error}", file=sys.stderr)
             return 2
@@ -237,8 +238,15 @@ def _run(args):
 def _add_data_arguments(parser):
     parser.add_argument("--data-dir", default=None,
                         help="Folder with the raw dataset files (for MNIST "
-                        "the four IDX .gz files). Defaults to "
-                        "$KERAS_CAPS_DATA_DIR, then TFDS.")
+                        "the four IDX .gz files; for smallnorb and cifar a "
+                        "TFDS data directory). Defaults to "
+                        "$KERAS_CAPS_DATA_DIR, then TFDS, which downloads "
+                        "a dataset on first use into its data directory "
+                        "($TFDS_DATA_DIR, else ~/tensorflow_datasets).")
+    parser.add_argument("--no-download", dest="download",
+                        action="store_false",
+                        help="Never download: read prepared TFDS datasets "
+                        "only (failing at once when one is missing).")
     parser.add_argument("--partners-per-digit", type=_positive_int,
                         default=None,
                         help="MultiMNIST test partners per digit (1000).")

@@ -46,7 +46,7 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
           epochs=None, batch_size=None, precision="float32", strategy="auto",
           data_dir=None, seed=42, validation="holdout", reconstruction=None,
           deterministic=False, steps_per_epoch=None, backup_frequency=500,
-          verbose="auto", dataset_options=None):
+          verbose="auto", dataset_options=None, download=True):
     """Trains, selects on validation, tests, saves and exports one model.
 
     Args:
@@ -73,6 +73,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         dataset_options: dict of extra loader options (e.g. MultiMNIST's
             `partners_per_digit`), on top of (and overriding) the model
             recipe's own (e.g. CapsNet's shift augmentation).
+        download: bool. Let TFDS download a dataset that is not prepared
+            (see `keras_caps.datasets.load`). Defaults to `True`.
 
     Returns:
         The metrics record written to `metrics.json`.
@@ -111,7 +113,7 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
         distribution = get_strategy(strategy)
         network, splits = _build(family, settings, reconstruction,
                                  dataset_options, data_dir, validation,
-                                 distribution)
+                                 distribution, download)
         # Only the chief writes the run's files. Other workers keep their
         # own backup (so that a restarted cluster resumes every worker from
         # the same step), checkpoint and logs in a scratch folder of their
@@ -139,13 +141,14 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
 
 
 def _build(family, settings, reconstruction, dataset_options, data_dir,
-           validation, distribution):
+           validation, distribution, download):
     """The model (built in the strategy's scope) and the three splits."""
     dataset, seed = settings["dataset"], settings["seed"]
     input_statistics = None
     if family.standardizes_input(dataset):
         input_statistics = datasets.training_statistics(
-            dataset, data_dir=data_dir, seed=seed, validation=validation)
+            dataset, data_dir=data_dir, seed=seed, validation=validation,
+            download=download)
         dataset_options = {"statistics": input_statistics,
                            **dataset_options}
     # Global batches; under several workers each keeps its share of every
@@ -154,7 +157,8 @@ def _build(family, settings, reconstruction, dataset_options, data_dir,
         split: shard_by_data(datasets.load(
             dataset, split, batch_size=settings["batch_size"],
             data_dir=data_dir, seed=seed, validation=validation,
-            reconstruction=reconstruction, **dataset_options))
+            reconstruction=reconstruction, download=download,
+            **dataset_options))
         for split in ("train", "validation", "test")
     }
     with distribution.scope():
@@ -226,12 +230,14 @@ def _callbacks(work_dir, checkpoint, backup_frequency, schedule):
 
 
 def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
-             dataset_options=None):
+             dataset_options=None, download=True):
     """Evaluates a saved `.keras` model on the test split of `dataset`.
 
     When the model comes from `train` (a `metrics.json` beside it), the
     test set is built with the loader options that run used (e.g.
     CapsNet's 4-pixel MultiMNIST shifts); `dataset_options` override them.
+    `download=False` reads prepared TFDS datasets only (see
+    `keras_caps.datasets.load`).
     """
     _check_choice("dataset", dataset, datasets.DATASETS)
     if not os.path.exists(model_path):
@@ -250,7 +256,8 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     options.update(dataset_options or {})
     test = datasets.load(dataset, "test", batch_size=batch_size,
                          data_dir=data_dir, seed=seed,
-                         reconstruction="label" in names, **options)
+                         reconstruction="label" in names,
+                         download=download, **options)
     _check_labels_match(network, test)
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"model_path": os.path.abspath(model_path), "dataset": dataset,
