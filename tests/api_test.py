@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import keras
+import pytest
 
 import keras_caps
 from keras_caps.testing import TestCase
@@ -41,6 +42,7 @@ class ApiTest(TestCase):
             self.assertEqual(cls._keras_caps_api_path,
                              f"{module}.{cls.__name__}")
 
+    @pytest.mark.single_backend
     def test_importing_the_core_does_not_import_tensorflow(self):
         code = ("import sys, keras_caps; "
                 "print('tensorflow' in sys.modules)")
@@ -53,6 +55,7 @@ class ApiTest(TestCase):
         with self.assertRaisesRegex(AttributeError, "no_such_module"):
             keras_caps.no_such_module  # noqa: B018
 
+    @pytest.mark.single_backend
     def test_datasets_after_import_keras_caps_with_jax(self):
         # `keras_caps.datasets` is loaded on first access; `DATASETS` needs
         # no TensorFlow, so none is imported with the JAX backend.
@@ -64,6 +67,7 @@ class ApiTest(TestCase):
         self.assertIn("'mnist'", output[-2])
         self.assertEqual(output[-1], "False")
 
+    @pytest.mark.single_backend
     def test_training_after_import_keras_caps_with_tensorflow(self):
         code = ("import keras_caps; "
                 "print(sorted(keras_caps.training.MODELS)); "
