@@ -1,5 +1,6 @@
 """The public API: every public class is registered under the package."""
 
+import importlib.util
 import inspect
 import pathlib
 import subprocess
@@ -48,6 +49,15 @@ class ApiTest(TestCase):
                 "print('tensorflow' in sys.modules)")
         output = _run_python(code, backend="jax")
         self.assertEqual(output.splitlines()[-1], "False")
+
+    @pytest.mark.single_backend
+    @pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                        reason="PyTorch is not installed")
+    def test_the_core_on_torch_imports_no_tensorflow(self):
+        code = ("import sys, keras, keras_caps.applications; "
+                "print(keras.backend.backend(), 'tensorflow' in sys.modules)")
+        output = _run_python(code, backend="torch")
+        self.assertEqual(output.splitlines()[-1], "torch False")
 
     def test_lazy_subpackages_are_listed(self):
         for name in ("datasets", "training", "export", "visualization"):
