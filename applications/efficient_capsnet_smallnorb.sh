@@ -7,8 +7,8 @@
 # decision D5: the official code used each split's own statistics); batch 16,
 # 150 epochs, Adam 5e-4 decaying by 0.97 per epoch to 5e-5.
 #
-# smallNORB comes from TFDS: DATA_DIR is a TFDS data directory holding the
-# prepared `smallnorb` dataset (no download happens here).
+# smallNORB comes from TFDS: DATA_DIR is a TFDS data directory; the
+# `smallnorb` dataset is downloaded and prepared there on first use.
 #
 # Usage: applications/efficient_capsnet_smallnorb.sh [DATA_DIR] [extra args]
 set -euo pipefail

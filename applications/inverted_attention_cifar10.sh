@@ -14,8 +14,8 @@
 # cross-entropy; random 32x32 crops of 4-px zero-padded images and
 # horizontal flips; per-channel normalisation inside the model.
 #
-# CIFAR-10 comes from TFDS: DATA_DIR is a TFDS data directory holding the
-# prepared `cifar10` dataset (no download happens here).
+# CIFAR-10 comes from TFDS: DATA_DIR is a TFDS data directory; the
+# `cifar10` dataset is downloaded and prepared there on first use.
 #
 # Usage: applications/inverted_attention_cifar10.sh [DATA_DIR] [extra
 # keras-caps train arguments, e.g. --epochs 1 --steps-per-epoch 20]

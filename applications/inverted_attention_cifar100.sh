@@ -15,8 +15,8 @@
 # cross-entropy; random 32x32 crops of 4-px zero-padded images and
 # horizontal flips; per-channel normalisation inside the model.
 #
-# CIFAR-100 comes from TFDS: DATA_DIR is a TFDS data directory holding the
-# prepared `cifar100` dataset (no download happens here).
+# CIFAR-100 comes from TFDS: DATA_DIR is a TFDS data directory; the
+# `cifar100` dataset is downloaded and prepared there on first use.
 #
 # Usage: applications/inverted_attention_cifar100.sh [DATA_DIR] [extra
 # keras-caps train arguments, e.g. --epochs 1 --steps-per-epoch 20]

@@ -244,7 +244,7 @@ def _run(args):
             worker_timeout=args.worker_timeout,
             routing_temperature=args.routing_temperature,
             temperature_decay=args.temperature_decay,
-            min_temperature=args.min_temperature)
+            min_temperature=args.min_temperature, download=args.download)
         print(json.dumps(record, indent=2, sort_keys=True))
         print(f"Saved model, export and metrics under {output_dir}")
     elif args.command == "evaluate":
@@ -268,12 +268,13 @@ def _run(args):
             record = evaluate_official_weights(
                 args.weights, args.dataset, model=args.model,
                 batch_size=args.batch_size, data_dir=args.data_dir,
-                seed=args.seed, dataset_options=options)
+                seed=args.seed, dataset_options=options,
+                download=args.download)
         else:
             record = training.evaluate(
                 args.model_path, args.dataset, batch_size=args.batch_size,
                 data_dir=args.data_dir, seed=args.seed,
-                dataset_options=options)
+                dataset_options=options, download=args.download)
         if corruptions:
             from keras_caps.evaluation import evaluate_robustness
 
@@ -306,7 +307,7 @@ def _run(args):
                 data_dir=args.data_dir, num_images=args.num_images,
                 index=args.index, class_index=args.class_index,
                 layer_names=args.layers, dpi=args.dpi,
-                dataset_options=options)
+                dataset_options=options, download=args.download)
         except ImportError as error:  # matplotlib is an optional extra.
             print(f"keras-caps plot: error: {error}", file=sys.stderr)
             return 2
@@ -467,8 +468,15 @@ def _float_list(text):
 def _add_data_arguments(parser):
     parser.add_argument("--data-dir", default=None,
                         help="Folder with the raw dataset files (for MNIST "
-                        "the four IDX .gz files). Defaults to "
-                        "$KERAS_CAPS_DATA_DIR, then TFDS.")
+                        "the four IDX .gz files; for smallnorb and cifar a "
+                        "TFDS data directory). Defaults to "
+                        "$KERAS_CAPS_DATA_DIR, then TFDS, which downloads "
+                        "a dataset on first use into its data directory "
+                        "($TFDS_DATA_DIR, else ~/tensorflow_datasets).")
+    parser.add_argument("--no-download", dest="download",
+                        action="store_false",
+                        help="Never download: read prepared TFDS datasets "
+                        "only (failing at once when one is missing).")
     parser.add_argument("--partners-per-digit", type=_positive_int,
                         default=None,
                         help="MultiMNIST test partners per digit (1000).")

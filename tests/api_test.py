@@ -1,11 +1,13 @@
 """The public API: every public class is registered under the package."""
 
+import importlib.util
 import inspect
 import pathlib
 import subprocess
 import sys
 
 import keras
+import pytest
 
 import keras_caps
 from keras_caps.testing import TestCase
@@ -42,11 +44,21 @@ class ApiTest(TestCase):
             self.assertEqual(cls._keras_caps_api_path,
                              f"{module}.{cls.__name__}")
 
+    @pytest.mark.single_backend
     def test_importing_the_core_does_not_import_tensorflow(self):
         code = ("import sys, keras_caps; "
                 "print('tensorflow' in sys.modules)")
         output = _run_python(code, backend="jax")
         self.assertEqual(output.splitlines()[-1], "False")
+
+    @pytest.mark.single_backend
+    @pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                        reason="PyTorch is not installed")
+    def test_the_core_on_torch_imports_no_tensorflow(self):
+        code = ("import sys, keras, keras_caps.applications; "
+                "print(keras.backend.backend(), 'tensorflow' in sys.modules)")
+        output = _run_python(code, backend="torch")
+        self.assertEqual(output.splitlines()[-1], "torch False")
 
     def test_lazy_subpackages_are_listed(self):
         for name in ("datasets", "training", "export", "visualization"):
@@ -54,6 +66,7 @@ class ApiTest(TestCase):
         with self.assertRaisesRegex(AttributeError, "no_such_module"):
             keras_caps.no_such_module  # noqa: B018
 
+    @pytest.mark.single_backend
     def test_datasets_after_import_keras_caps_with_jax(self):
         # `keras_caps.datasets` is loaded on first access; `DATASETS` needs
         # no TensorFlow, so none is imported with the JAX backend.
@@ -65,6 +78,7 @@ class ApiTest(TestCase):
         self.assertIn("'mnist'", output[-2])
         self.assertEqual(output[-1], "False")
 
+    @pytest.mark.single_backend
     def test_training_after_import_keras_caps_with_tensorflow(self):
         code = ("import keras_caps; "
                 "print(sorted(keras_caps.training.MODELS)); "

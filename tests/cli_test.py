@@ -1,7 +1,9 @@
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -233,3 +235,58 @@ def test_evaluate_reuses_the_training_runs_loader_options(tmp_path,
                           dataset_options={"augment": True})
     assert seen["shift"] == 4
     assert seen["augment"] is True  # The caller's options win.
+
+
+@pytest.fixture(scope="module")
+def tiny_model_path(tmp_path_factory):
+    model_path = tmp_path_factory.mktemp("tiny") / "model.keras"
+    EfficientCapsNet("mnist", reconstruction=False).save(model_path)
+    return str(model_path)
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "plot"])
+@pytest.mark.parametrize("flags, download", [([], True),
+                                             (["--no-download"], False)])
+def test_no_download_flag_reaches_the_data(tiny_model_path, tmp_path,
+                                           monkeypatch, capsys, command,
+                                           flags, download):
+    from keras_caps import datasets
+
+    seen = []
+
+    def fake_load(dataset, split, **kwargs):
+        seen.append(kwargs["download"])
+        raise ValueError("stop after recording the download flag")
+
+    monkeypatch.setattr(datasets, "load", fake_load)
+    argv = {"train": ["train", "--output-dir", str(tmp_path / "run")],
+            "evaluate": ["evaluate", "--model-path", tiny_model_path],
+            "plot": ["plot", "reconstructions", "--model-path",
+                     tiny_model_path, "--output", str(tmp_path / "a.png")]}
+    assert cli.main(argv[command] + flags) == 2
+    assert "stop after recording" in capsys.readouterr().err
+    assert seen == [download]
+
+
+@pytest.mark.parametrize("flags, hint", [
+    ([], "cannot download it from this machine"),
+    (["--no-download"], "--no-download")])
+def test_train_without_network_fails_within_seconds(tmp_path, monkeypatch,
+                                                    capsys, flags, hint):
+    # Requests go through a proxy port nobody listens on: as offline.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, proxy)
+    start = time.monotonic()
+    assert cli.main(["train", "--dataset", "smallnorb", "--data-dir",
+                     str(tmp_path / "tfds"), "--output-dir",
+                     str(tmp_path / "run"), *flags]) == 2
+    assert time.monotonic() - start < 10.0
+    error = capsys.readouterr().err
+    for expected in ("keras-caps train: error:", "'smallnorb' is not "
+                     "prepared", hint, "tfds build smallnorb", "--data-dir"):
+        assert expected in error

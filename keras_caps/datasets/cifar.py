@@ -26,7 +26,8 @@ CHANNEL_STD = (0.2023, 0.1994, 0.2010)
 
 def load_cifar10(split, *, batch_size, training=None, data_dir=None,
                  seed=42, validation="holdout", reconstruction=True,
-                 shuffle_buffer_size=None, augment=True):
+                 shuffle_buffer_size=None, augment=True,
+                 download=True):
     """CIFAR-10 batches: 32 x 32 x 3 raw pixels, one-hot labels of depth 10.
 
     See `load` for what is yielded, the augmentation and the splits
@@ -42,12 +43,14 @@ def load_cifar10(split, *, batch_size, training=None, data_dir=None,
     return load("cifar10", split, batch_size=batch_size, training=training,
                 data_dir=data_dir, seed=seed, validation=validation,
                 reconstruction=reconstruction,
-                shuffle_buffer_size=shuffle_buffer_size, augment=augment)
+                shuffle_buffer_size=shuffle_buffer_size, augment=augment,
+                download=download)
 
 
 def load_cifar100(split, *, batch_size, training=None, data_dir=None,
                   seed=42, validation="holdout", reconstruction=True,
-                  shuffle_buffer_size=None, augment=True):
+                  shuffle_buffer_size=None, augment=True,
+                  download=True):
     """CIFAR-100 batches: 32 x 32 x 3 raw pixels, one-hot fine labels (100).
 
     See `load` for what is yielded, the augmentation and the splits
@@ -63,12 +66,14 @@ def load_cifar100(split, *, batch_size, training=None, data_dir=None,
     return load("cifar100", split, batch_size=batch_size, training=training,
                 data_dir=data_dir, seed=seed, validation=validation,
                 reconstruction=reconstruction,
-                shuffle_buffer_size=shuffle_buffer_size, augment=augment)
+                shuffle_buffer_size=shuffle_buffer_size, augment=augment,
+                download=download)
 
 
 def load(dataset, split, *, batch_size, training=None, data_dir=None,
          seed=42, validation="holdout", reconstruction=True,
-         shuffle_buffer_size=None, augment=True):
+         shuffle_buffer_size=None, augment=True,
+         download=True):
     """CIFAR batches for `InvertedAttentionCapsNet`.
 
     With `reconstruction=True` the dataset yields
@@ -100,9 +105,9 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     `"validation"` is the test split. `"test"` is always the 10,000 test
     images.
 
-    Data: the prepared TFDS `cifar10` / `cifar100` (never downloaded) from
-    the TFDS data directory `data_dir` (or `$KERAS_CAPS_DATA_DIR`, or the
-    TFDS default).
+    Data: the TFDS `cifar10` / `cifar100` in the TFDS data directory
+    `data_dir` (or `$KERAS_CAPS_DATA_DIR`, or the TFDS default), downloaded
+    and prepared there on first use unless `download=False`.
 
     Args:
         dataset: str. `"cifar10"` or `"cifar100"`.
@@ -117,6 +122,9 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
         reconstruction: bool. Defaults to `True`.
         shuffle_buffer_size: int or `None`. Defaults to the split size.
         augment: bool. Crop and flip when training. Defaults to `True`.
+        download: bool. Let TFDS download and prepare a dataset that is
+            not prepared yet (see `keras_caps.datasets.sources.load_tfds`).
+            Defaults to `True`; `False` reads prepared data only.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -135,7 +143,7 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     data_dir = sources.resolve_data_dir(data_dir)
     examples, num_examples = tfds_splits.load_split(
         dataset, split, validation=validation, seed=seed, data_dir=data_dir,
-        as_supervised=True)
+        download=download, as_supervised=True)
     return pipeline.build_pipeline(
         examples,
         prepare=functools.partial(_prepare,

@@ -5,7 +5,7 @@ from keras_caps.datasets import mnist
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
-         augment=True, augmentation="efficient_capsnet"):
+         augment=True, augmentation="efficient_capsnet", download=True):
     """Fashion-MNIST batches, in exactly the structure of MNIST's.
 
     Yields what `keras_caps.datasets.mnist.load` yields: with
@@ -21,15 +21,16 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
 
     Data: the four IDX files (same names as MNIST's) from
     `<data_dir>/fashion_mnist/` when that folder exists, else from
-    `data_dir` itself (or `$KERAS_CAPS_DATA_DIR`); otherwise the prepared
-    TFDS `fashion_mnist`. Beware: a data folder holding MNIST's files would
-    be read as Fashion-MNIST; keep the two in `mnist/` and `fashion_mnist/`
-    subfolders of one data folder.
+    `data_dir` itself (or `$KERAS_CAPS_DATA_DIR`); otherwise the TFDS
+    `fashion_mnist`, downloaded on first use unless `download=False`.
+    Beware: a data folder holding MNIST's files would be read as
+    Fashion-MNIST; keep the two in `mnist/` and `fashion_mnist/` subfolders
+    of one data folder.
 
     Args:
         split, batch_size, training, data_dir, seed, validation,
-        reconstruction, shuffle_buffer_size, augment, augmentation: As in
-            `keras_caps.datasets.mnist.load`.
+        reconstruction, shuffle_buffer_size, augment, augmentation,
+        download: As in `keras_caps.datasets.mnist.load`.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -46,4 +47,4 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         data_dir=data_dir, seed=seed, validation=validation,
         reconstruction=reconstruction,
         shuffle_buffer_size=shuffle_buffer_size, augment=augment,
-        augmentation=augmentation)
+        augmentation=augmentation, download=download)

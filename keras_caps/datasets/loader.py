@@ -8,6 +8,7 @@ from keras_caps.datasets import mnist
 from keras_caps.datasets import mnist_canvas
 from keras_caps.datasets import multi_mnist
 from keras_caps.datasets import smallnorb
+from keras_caps.validation import check_bool
 
 _LOADERS = {
     "mnist": mnist.load,
@@ -24,12 +25,13 @@ _TRAINING_STATISTICS = {
     "smallnorb": smallnorb.training_statistics,
 }
 _COMMON_ARGUMENTS = ("split", "batch_size", "training", "data_dir", "seed",
-                     "validation", "reconstruction", "shuffle_buffer_size")
+                     "validation", "reconstruction", "shuffle_buffer_size",
+                     "download")
 
 
 def load(dataset, split, *, batch_size, training=None, data_dir=None,
          seed=42, validation="holdout", reconstruction=True,
-         shuffle_buffer_size=None, **options):
+         shuffle_buffer_size=None, download=True, **options):
     """Batches of a dataset, ready for `model.fit`, in the official recipe.
 
     Dispatches to `keras_caps.datasets.<dataset>.load`, whose docstring says
@@ -55,9 +57,13 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
 
     Data comes from `data_dir` (or `$KERAS_CAPS_DATA_DIR`): the four IDX
     files for mnist, fashion_mnist and multi_mnist, a TFDS data directory
-    for smallnorb, cifar10 and cifar100. Otherwise from prepared TFDS
-    datasets; nothing is ever downloaded, and missing data fails at once,
-    saying how to point at local files.
+    for smallnorb, cifar10 and cifar100. Otherwise from TFDS, which, as
+    `tfds.load` does, downloads and prepares a dataset on first use into
+    its data directory (`$TFDS_DATA_DIR`, else `~/tensorflow_datasets`);
+    `download=False` reads prepared datasets only. Data that is missing and
+    cannot be downloaded (no network access: the download hosts are probed
+    first, for a few seconds) fails at once, saying how to point at local
+    files.
 
     Args:
         dataset: str. One of `"mnist"`, `"fashion_mnist"`, `"smallnorb"`,
@@ -72,6 +78,8 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
         reconstruction: bool. Yield reconstruction targets. Defaults to
             `True`.
         shuffle_buffer_size: int or `None`. Defaults to the split size.
+        download: bool. Let TFDS download a dataset that is not prepared.
+            Defaults to `True`.
         **options: Dataset-specific options: `augment` (mnist,
             fashion_mnist, smallnorb, cifar10, cifar100), `augmentation`
             (mnist, fashion_mnist), `statistics` (smallnorb), `shift`,
@@ -100,14 +108,16 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
         raise ValueError(
             f"Unknown options for dataset {dataset!r}: {unknown}. Expected "
             f"some of {accepted}. Received: options={options!r}")
+    check_bool("download", download)
     return loader(split, batch_size=batch_size, training=training,
                   data_dir=data_dir, seed=seed, validation=validation,
                   reconstruction=reconstruction,
-                  shuffle_buffer_size=shuffle_buffer_size, **options)
+                  shuffle_buffer_size=shuffle_buffer_size,
+                  download=download, **options)
 
 
 def training_statistics(dataset, *, data_dir=None, seed=42,
-                        validation="holdout"):
+                        validation="holdout", download=True):
     """Per-channel `(mean, variance)` of the images a model trains on.
 
     For models that standardise their input (`input_scaling` of
@@ -124,5 +134,7 @@ def training_statistics(dataset, *, data_dir=None, seed=42,
             "Only some datasets provide input statistics for "
             f"standardisation. Expected one of {sorted(_TRAINING_STATISTICS)}"
             f". Received: dataset={dataset!r}")
+    check_bool("download", download)
     return _TRAINING_STATISTICS[dataset](data_dir=data_dir, seed=seed,
-                                         validation=validation)
+                                         validation=validation,
+                                         download=download)

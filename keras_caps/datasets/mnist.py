@@ -19,7 +19,7 @@ AUGMENTATIONS = ("efficient_capsnet", "shift")
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
-         augment=True, augmentation="efficient_capsnet"):
+         augment=True, augmentation="efficient_capsnet", download=True):
     """MNIST batches for Efficient-CapsNet (and, with a shift, CapsNet).
 
     With `reconstruction=True` the dataset yields
@@ -50,7 +50,8 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     integer shifts uniform in [-2, 2] per axis, with zero fill.
 
     Data: the four IDX files from `data_dir` (or `$KERAS_CAPS_DATA_DIR`);
-    otherwise the prepared TFDS `mnist`, never downloaded.
+    otherwise the TFDS `mnist`, downloaded on first use unless
+    `download=False`.
 
     Args:
         split: str. `"train"`, `"validation"` or `"test"`.
@@ -70,6 +71,9 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
             (rotate, shift, squish, erase; see
             `keras_caps.datasets.augmentation`) or `"shift"` (random shifts
             of up to 2 pixels, CapsNet). Defaults to `"efficient_capsnet"`.
+        download: bool. Let TFDS download and prepare a dataset that is
+            not prepared yet (see `keras_caps.datasets.sources.load_tfds`).
+            Defaults to `True`; `False` reads prepared data only.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -86,21 +90,22 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         data_dir=data_dir, seed=seed, validation=validation,
         reconstruction=reconstruction,
         shuffle_buffer_size=shuffle_buffer_size, augment=augment,
-        augmentation=augmentation)
+        augmentation=augmentation, download=download)
 
 
 def load_mnist_format(dataset, split, *, batch_size, training=None,
                       data_dir=None, seed=42, validation="holdout",
                       reconstruction=True, shuffle_buffer_size=None,
-                      augment=True, augmentation="efficient_capsnet"):
+                      augment=True, augmentation="efficient_capsnet",
+                      download=True):
     """`load` for any 28 x 28, 10-class dataset in MNIST's IDX format.
 
     Args:
         dataset: str. `"mnist"` or `"fashion_mnist"`: the TFDS name and the
             subfolder looked for under `data_dir`.
         split, batch_size, training, data_dir, seed, validation,
-        reconstruction, shuffle_buffer_size, augment, augmentation: As in
-            `load`.
+        reconstruction, shuffle_buffer_size, augment, augmentation,
+        download: As in `load`.
 
     Returns:
         The `tf.data.Dataset` described in `load`.
@@ -109,7 +114,7 @@ def load_mnist_format(dataset, split, *, batch_size, training=None,
                                         validation, seed,
                                         shuffle_buffer_size)
     check_choice("augmentation", augmentation, AUGMENTATIONS)
-    arrays = sources.load_image_arrays(dataset, data_dir)
+    arrays = sources.load_image_arrays(dataset, data_dir, download)
     images, labels = holdout.select_split(arrays, split, validation, seed)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     return pipeline.build_pipeline(

@@ -33,7 +33,8 @@ _TRAINING_SALT = 3
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
-         shift=6, partners_per_digit=1000, pairs_per_epoch=None):
+         shift=6, partners_per_digit=1000, pairs_per_epoch=None,
+         download=True):
     """MultiMNIST batches: pairs of shifted digits of different classes.
 
     Each example overlays two MNIST digits of **different classes**. Each
@@ -76,7 +77,8 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
       The stream differs from the official NumPy one.
 
     Data: MNIST, from the IDX files in `data_dir` (or
-    `$KERAS_CAPS_DATA_DIR`) or the prepared TFDS `mnist`.
+    `$KERAS_CAPS_DATA_DIR`) or the TFDS `mnist`, downloaded on first use
+    unless `download=False`.
 
     Args:
         split: str. `"train"`, `"validation"` or `"test"`.
@@ -95,6 +97,9 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
             set. Defaults to `1000`.
         pairs_per_epoch: int or `None`. Training pairs per epoch. Defaults
             to 10 x the number of pool digits (540,000 under holdout).
+        download: bool. Let TFDS download and prepare a dataset that is
+            not prepared yet (see `keras_caps.datasets.sources.load_tfds`).
+            Defaults to `True`; `False` reads prepared data only.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -113,7 +118,7 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     check_positive_int("partners_per_digit", partners_per_digit)
     if pairs_per_epoch is not None:
         check_positive_int("pairs_per_epoch", pairs_per_epoch)
-    arrays = sources.load_image_arrays("mnist", data_dir)
+    arrays = sources.load_image_arrays("mnist", data_dir, download)
     images, labels = holdout.select_split(arrays, split, validation, seed)
     pool = _Pool(images, labels, shift)
     if training:

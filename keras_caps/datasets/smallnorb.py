@@ -23,7 +23,7 @@ _BATCH = 512
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
-         augment=True, statistics=None):
+         augment=True, statistics=None, download=True):
     """smallNORB stereo batches for Efficient-CapsNet.
 
     With `reconstruction=True` the dataset yields
@@ -56,9 +56,9 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     `"validation"` is the test split. `"test"` is always the 24,300 test
     pairs.
 
-    Data: the prepared TFDS `smallnorb` (never downloaded) from the TFDS
-    data directory `data_dir` (or `$KERAS_CAPS_DATA_DIR`, or the TFDS
-    default).
+    Data: the TFDS `smallnorb` in the TFDS data directory `data_dir` (or
+    `$KERAS_CAPS_DATA_DIR`, or the TFDS default), downloaded and prepared
+    there on first use unless `download=False`.
 
     Args:
         split: str. `"train"`, `"validation"` or `"test"`.
@@ -76,6 +76,9 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         statistics: `None` or the `(mean, variance)` of
             `training_statistics`, to scale the brightness delta. Computed
             (one pass over the training images) when needed and `None`.
+        download: bool. Let TFDS download and prepare a dataset that is
+            not prepared yet (see `keras_caps.datasets.sources.load_tfds`).
+            Defaults to `True`; `False` reads prepared data only.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -92,12 +95,13 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
                                         shuffle_buffer_size)
     data_dir = sources.resolve_data_dir(data_dir)
     examples, num_examples = _split_examples(split, validation, seed,
-                                             data_dir)
+                                             data_dir, download)
     random_crop = training and augment
     augment_fn = None
     if random_crop:
         if statistics is None:
-            statistics = training_statistics(data_dir, seed, validation)
+            statistics = training_statistics(data_dir, seed, validation,
+                                             download)
         _, variance = statistics
         std = np.sqrt(np.asarray(variance, "float32"))
         augment_fn = functools.partial(_augment, std=tf.constant(std))
@@ -111,7 +115,8 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         augment=augment_fn)
 
 
-def training_statistics(data_dir=None, seed=42, validation="holdout"):
+def training_statistics(data_dir=None, seed=42, validation="holdout",
+                        download=True):
     """Per-channel mean and variance of the training images, raw units.
 
     The statistics come from the images the model trains on (the training
@@ -126,6 +131,9 @@ def training_statistics(data_dir=None, seed=42, validation="holdout"):
         data_dir: str or `None`. TFDS data directory.
         seed: int. The holdout seed. Defaults to `42`.
         validation: str. `"holdout"` or `"test"`. Defaults to `"holdout"`.
+        download: bool. Let TFDS download and prepare a dataset that is
+            not prepared yet (see `keras_caps.datasets.sources.load_tfds`).
+            Defaults to `True`; `False` reads prepared data only.
 
     Returns:
         Tuple `(mean, variance)`, float32 NumPy arrays of shape `(2,)`, in
@@ -140,7 +148,8 @@ def training_statistics(data_dir=None, seed=42, validation="holdout"):
     """
     pipeline.check_arguments("train", 1, None, validation, seed, None)
     data_dir = sources.resolve_data_dir(data_dir)
-    examples, _ = _split_examples("train", validation, seed, data_dir)
+    examples, _ = _split_examples("train", validation, seed, data_dir,
+                                  download)
     zeros = tf.zeros((2,), tf.float64)
 
     def add(totals, images):
@@ -161,11 +170,11 @@ def training_statistics(data_dir=None, seed=42, validation="holdout"):
     return mean.astype("float32"), variance.astype("float32")
 
 
-def _split_examples(split, validation, seed, data_dir):
+def _split_examples(split, validation, seed, data_dir, download):
     """The examples (feature dicts) of a split and their number."""
     return tfds_splits.load_split(
         _TFDS_NAME, split, validation=validation, seed=seed,
-        data_dir=data_dir, label_key="label_category",
+        data_dir=data_dir, download=download, label_key="label_category",
         image_keys=("image", "image2"))
 
 

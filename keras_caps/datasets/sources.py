@@ -1,15 +1,21 @@
-"""Where the raw data comes from: local files or prepared TFDS datasets.
+"""Where the raw data comes from: local files or TFDS datasets.
 
 `data_dir` (or, when it is `None`, the `KERAS_CAPS_DATA_DIR` environment
-variable) selects local files; otherwise the data comes from TFDS with
-`download=False`, and a missing dataset fails at once with a message that
-says how to point at local files.
+variable) selects local files; otherwise the data comes from TFDS, which
+downloads and prepares a missing dataset on first use, as `tfds.load` does
+(`download=True`, the default). Before TFDS starts, which would retry an
+unreachable host for minutes, the dataset's download hosts are probed, so
+that a machine without network access fails within seconds with a message
+that says how to point at local files. `download=False` reads prepared
+datasets only.
 """
 
 import logging
 import os
+import urllib.parse
 
 import numpy as np
+import requests
 import tensorflow_datasets as tfds
 
 from keras_caps.datasets import idx
@@ -17,6 +23,8 @@ from keras_caps.datasets import idx
 DATA_DIR_ENV = "KERAS_CAPS_DATA_DIR"
 
 _MATERIALIZE_BATCH = 8192
+# Seconds to wait for each download host to answer the connectivity probe.
+_PROBE_TIMEOUT = 5.0
 
 
 def resolve_data_dir(data_dir):
@@ -26,17 +34,19 @@ def resolve_data_dir(data_dir):
     return None if data_dir is None else os.fspath(data_dir)
 
 
-def load_image_arrays(dataset, data_dir=None):
+def load_image_arrays(dataset, data_dir=None, download=True):
     """Both splits of an MNIST-format dataset as in-memory NumPy arrays.
 
     With a data folder (`data_dir`, else `$KERAS_CAPS_DATA_DIR`), the four
     IDX files are read from `<folder>/<dataset>/` when that subfolder
-    exists, else from `<folder>` itself. Without one, the prepared TFDS
-    dataset of the same name is read with `download=False`.
+    exists, else from `<folder>` itself. Without one, the TFDS dataset of
+    the same name is read (see `load_tfds`).
 
     Args:
         dataset: str. `"mnist"` or `"fashion_mnist"`.
         data_dir: str or `None`. The data folder.
+        download: bool. Let TFDS download and prepare the dataset when it
+            is not prepared yet. Defaults to `True`.
 
     Returns:
         dict `{"train": (images, labels), "test": (images, labels)}`,
@@ -58,7 +68,8 @@ def load_image_arrays(dataset, data_dir=None):
                 f"{subfolder!r}.") from error
     arrays = {}
     for split in ("train", "test"):
-        ds = load_tfds(dataset, split, as_supervised=True)
+        ds = load_tfds(dataset, split, download=download,
+                       as_supervised=True)
         images, labels = [], []
         for image_batch, label_batch in tfds.as_numpy(
                 ds.batch(_MATERIALIZE_BATCH)):
@@ -69,44 +80,103 @@ def load_image_arrays(dataset, data_dir=None):
     return arrays
 
 
-def load_tfds(name, split, data_dir=None, **kwargs):
-    """`tfds.load(name, split=split, download=False)`, failing clearly.
+def load_tfds(name, split, data_dir=None, download=True, **kwargs):
+    """`tfds.load(name, split=split, download=download)`, failing clearly.
 
     Files are read in their stored order (`shuffle_files=False`), so the
-    example order, and with it every seeded split, is reproducible.
+    example order, and with it every seeded split, is reproducible. When
+    the dataset is not prepared and `download` is on, the hosts TFDS
+    downloads it from are probed first (`_PROBE_TIMEOUT` seconds each):
+    without network access this fails at once, where TFDS would retry for
+    minutes. Prepared data is read without probing anything.
 
     Args:
         name: str. The TFDS dataset name.
         split: str. The TFDS split.
         data_dir: str or `None`. A TFDS data directory (holding
-            `<name>/<version>/`); `None` uses the TFDS default.
+            `<name>/<version>/`); `None` uses the TFDS default
+            (`$TFDS_DATA_DIR`, else `~/tensorflow_datasets`).
+        download: bool. Download and prepare the dataset in `data_dir`
+            when it is not prepared there, as `tfds.load` does. Defaults
+            to `True`; `False` reads prepared datasets only.
         **kwargs: Other `tfds.load` arguments, e.g. `as_supervised`.
 
     Returns:
         The `tf.data.Dataset` of single examples.
 
     Raises:
-        ValueError: if the dataset is not prepared there. Nothing is
-            downloaded.
+        ValueError: if the dataset is not prepared there and cannot be
+            downloaded (`download=False`, or its hosts are unreachable).
     """
-    logging.info("Loading TFDS %r split %r from %s.", name, split,
-                 data_dir or "the default TFDS data directory")
+    where = data_dir or "the default TFDS data directory"
+    logging.info("Loading TFDS %r split %r from %s.", name, split, where)
     try:
-        return tfds.load(name, split=split, data_dir=data_dir,
-                         download=False, try_gcs=False, shuffle_files=False,
-                         **kwargs)
-    except (AssertionError, FileNotFoundError, OSError,
-            tfds.core.registered.DatasetNotFoundError) as error:
-        where = data_dir or "the default TFDS data directory"
-        raise ValueError(
-            f"The TFDS dataset {name!r} is not prepared in {where}, and "
-            "keras_caps never downloads. Either prepare it on a machine "
-            f"with network access (`tfds build {name}`) and pass its data "
-            "directory, or, for mnist and fashion_mnist, put the four raw "
-            "IDX files (train-images-idx3-ubyte.gz, "
-            "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, "
-            "t10k-labels-idx1-ubyte.gz) in a folder and pass it as "
-            "`data_dir=` (--data-dir on the command line) or set the "
-            f"{DATA_DIR_ENV} environment variable. Received: name={name!r}, "
-            f"split={split!r}, data_dir={data_dir!r}. TFDS said: "
-            f"{error}") from error
+        return _tfds_load(name, split, data_dir, False, kwargs)
+    except _NOT_PREPARED as error:
+        if not download or isinstance(
+                error, tfds.core.registered.DatasetNotFoundError):
+            off = "" if download else (
+                "Downloads are off (download=False, --no-download). ")
+            raise ValueError(_not_prepared_message(
+                name, split, data_dir, f"{off}TFDS said: {error}")) from error
+    unreachable = _unreachable_download_host(name)
+    if unreachable is not None:
+        raise ValueError(_not_prepared_message(
+            name, split, data_dir,
+            f"TFDS cannot download it from this machine: {unreachable}"))
+    logging.info("Downloading and preparing TFDS %r in %s.", name, where)
+    try:
+        return _tfds_load(name, split, data_dir, True, kwargs)
+    except (*_NOT_PREPARED, tfds.download.DownloadError) as error:
+        raise ValueError(_not_prepared_message(
+            name, split, data_dir, f"TFDS said: {error}")) from error
+
+
+# What `tfds.load` raises for a dataset that is not prepared (an
+# AssertionError in TFDS 4.9), or for an unknown name.
+_NOT_PREPARED = (AssertionError, FileNotFoundError, OSError,
+                 tfds.core.registered.DatasetNotFoundError)
+
+
+def _tfds_load(name, split, data_dir, download, kwargs):
+    return tfds.load(name, split=split, data_dir=data_dir, download=download,
+                     try_gcs=False, shuffle_files=False, **kwargs)
+
+
+def _unreachable_download_host(name):
+    """A description of the first download host that does not answer.
+
+    Probes each host in the dataset's TFDS download URLs with one HEAD
+    request (through the same proxies as TFDS's downloader), without
+    retries. Any HTTP answer counts as reachable.
+
+    Returns:
+        str or `None` (every host answered, or TFDS lists no URLs).
+    """
+    urls = sorted(tfds.builder_cls(name).url_infos or {})
+    probed = set()
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        host = f"{parts.scheme}://{parts.netloc}/"
+        if host in probed:
+            continue
+        probed.add(host)
+        try:
+            requests.head(host, timeout=_PROBE_TIMEOUT)
+        except requests.RequestException as error:
+            return f"{host} is unreachable ({type(error).__name__})."
+    return None
+
+
+def _not_prepared_message(name, split, data_dir, reason):
+    where = data_dir or "the default TFDS data directory"
+    return (
+        f"The TFDS dataset {name!r} is not prepared in {where}. {reason} "
+        "Either prepare it on a machine with network access (`tfds build "
+        f"{name}`, or any keras_caps call there) and pass its TFDS data "
+        "directory, or, for mnist and fashion_mnist, put the four raw IDX "
+        "files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+        "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz) in a folder "
+        "and pass it as `data_dir=` (--data-dir on the command line) or set "
+        f"the {DATA_DIR_ENV} environment variable. Received: name={name!r}, "
+        f"split={split!r}, data_dir={data_dir!r}.")

@@ -16,7 +16,7 @@ from keras_caps.datasets import sources
 _LABEL_BATCH = 65536
 
 
-def load_split(name, split, *, validation, seed, data_dir,
+def load_split(name, split, *, validation, seed, data_dir, download=True,
                label_key="label", image_keys=("image",), **kwargs):
     """The examples of one split under a validation protocol, and their number.
 
@@ -32,6 +32,8 @@ def load_split(name, split, *, validation, seed, data_dir,
         validation: str. `"holdout"` or `"test"`.
         seed: int. The seed of the holdout draw.
         data_dir: str or `None`. TFDS data directory.
+        download: bool. Download and prepare the dataset when it is not
+            prepared (see `sources.load_tfds`). Defaults to `True`.
         label_key: str. The feature the holdout is stratified by. Defaults
             to `"label"`.
         image_keys: tuple of str. The image features, left undecoded while
@@ -46,10 +48,12 @@ def load_split(name, split, *, validation, seed, data_dir,
     use_test = split == "test" or (split == "validation"
                                    and validation == "test")
     tfds_split = "test" if use_test else "train"
-    examples = sources.load_tfds(name, tfds_split, data_dir, **kwargs)
+    examples = sources.load_tfds(name, tfds_split, data_dir, download,
+                                 **kwargs)
 
     def labels_of(tfds_split):
-        return _labels(name, tfds_split, data_dir, label_key, image_keys)
+        return _labels(name, tfds_split, data_dir, download, label_key,
+                       image_keys)
 
     if use_test or validation == "test":
         num_examples = int(examples.cardinality())
@@ -61,11 +65,11 @@ def load_split(name, split, *, validation, seed, data_dir,
     return _select_examples(examples, chosen, len(train) + len(held))
 
 
-def _labels(name, tfds_split, data_dir, label_key, image_keys):
+def _labels(name, tfds_split, data_dir, download, label_key, image_keys):
     """All labels of a split, in stored order, without decoding images."""
     skip = tfds.decode.SkipDecoding()
     examples = sources.load_tfds(
-        name, tfds_split, data_dir,
+        name, tfds_split, data_dir, download,
         decoders={key: skip for key in image_keys})
 
     def label(example):

@@ -64,7 +64,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
           deterministic=False, steps_per_epoch=None, backup_frequency=500,
           verbose="auto", dataset_options=None, fresh=False,
           worker_timeout=DEFAULT_WORKER_TIMEOUT, routing_temperature=None,
-          temperature_decay=0.0, min_temperature=None):
+          temperature_decay=0.0, min_temperature=None,
+          download=True):
     """Trains, selects on validation, tests, saves and exports one model.
 
     The output folder belongs to one run: its settings (everything that
@@ -115,6 +116,8 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             Defaults to `0.0`.
         min_temperature: float. `tau_min`, the floor. Defaults to
             `min(1, tau_0)`.
+        download: bool. Let TFDS download a dataset that is not prepared
+            (see `keras_caps.datasets.load`). Defaults to `True`.
 
     Returns:
         The metrics record written to `metrics.json`.
@@ -166,7 +169,7 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             if not chief:
                 return _train_worker(family, settings, data_dir, validation,
                                      distribution, work_dir,
-                                     backup_frequency, verbose)
+                                     backup_frequency, verbose, download)
             export_dir = os.path.join(output_dir, "export")
             model_path = os.path.join(output_dir, "model.keras")
             # Fails now rather than after training if `export/` holds
@@ -190,7 +193,7 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             check_export_target(export_dir, overwrite=True,
                                 model_path=model_path)
             network, splits = _build(family, settings, data_dir,
-                                     validation, distribution)
+                                     validation, distribution, download)
             record = _train_chief(network, splits, family, settings, run,
                                   distribution, backup_frequency, verbose)
             logging.info("Test metrics: %s", json.dumps(record["test"]))
@@ -254,10 +257,10 @@ def _missing_artifacts(output_dir):
 
 
 def _train_worker(family, settings, data_dir, validation, distribution,
-                  work_dir, backup_frequency, verbose):
+                  work_dir, backup_frequency, verbose, download):
     """A non-chief worker: trains and tests in step with the chief."""
     network, splits = _build(family, settings, data_dir, validation,
-                             distribution)
+                             distribution, download)
     record = {**settings, **_fit_and_select(
         network, splits, family, settings, work_dir, backup_frequency,
         verbose, keep_backup=False)}
@@ -275,14 +278,15 @@ def _environment(distribution):
                          "tensorflow": tf.__version__}}
 
 
-def _build(family, settings, data_dir, validation, distribution):
+def _build(family, settings, data_dir, validation, distribution, download):
     """The model (built in the strategy's scope) and the three splits."""
     dataset, seed = settings["dataset"], settings["seed"]
     dataset_options = settings["dataset_options"]
     input_statistics = None
     if family.standardizes_input(dataset):
         input_statistics = datasets.training_statistics(
-            dataset, data_dir=data_dir, seed=seed, validation=validation)
+            dataset, data_dir=data_dir, seed=seed, validation=validation,
+            download=download)
         dataset_options = {"statistics": input_statistics,
                            **dataset_options}
     # Global batches; under several workers each keeps its share of every
@@ -291,7 +295,8 @@ def _build(family, settings, data_dir, validation, distribution):
         split: shard_by_data(datasets.load(
             dataset, split, batch_size=settings["batch_size"],
             data_dir=data_dir, seed=seed, validation=validation,
-            reconstruction=settings["reconstruction"], **dataset_options))
+            reconstruction=settings["reconstruction"], download=download,
+            **dataset_options))
         for split in ("train", "validation", "test")
     }
     for split, data in splits.items():
@@ -406,12 +411,14 @@ def _callbacks(work_dir, checkpoint, backup_frequency, schedule,
 
 
 def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
-             dataset_options=None):
+             dataset_options=None, download=True):
     """Evaluates a saved `.keras` model on the test split of `dataset`.
 
     When the model comes from `train` (a `metrics.json` beside it), the
     test set is built with the loader options that run used (e.g.
     CapsNet's 4-pixel MultiMNIST shifts); `dataset_options` override them.
+    `download=False` reads prepared TFDS datasets only (see
+    `keras_caps.datasets.load`).
     """
     _check_choice("dataset", dataset, datasets.DATASETS)
     network = load_model_file(model_path, "model_path")
@@ -429,7 +436,8 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     options.update(dataset_options or {})
     test = datasets.load(dataset, "test", batch_size=batch_size,
                          data_dir=data_dir, seed=seed,
-                         reconstruction="label" in names, **options)
+                         reconstruction="label" in names,
+                         download=download, **options)
     _check_batches(test, "test", dataset, batch_size)
     _check_labels_match(network, test)
     inputs = next(iter(test.take(1)))[0]  # The first batch.

@@ -18,7 +18,7 @@ from keras_caps.training.model_recipe import MODELS
 
 def evaluate_official_weights(weights, dataset, *, model="efficient_capsnet",
                               batch_size=16, data_dir=None, seed=42,
-                              dataset_options=None):
+                              dataset_options=None, download=True):
     """Evaluates official HDF5 weights on the test split of `dataset`.
 
     The model takes raw pixels like every keras_caps model. For presets
@@ -36,6 +36,8 @@ def evaluate_official_weights(weights, dataset, *, model="efficient_capsnet",
         seed: int. Defaults to `42`.
         dataset_options: dict or `None`. Loader options, e.g.
             `{"partners_per_digit": 10}`.
+        download: bool. Let TFDS download a dataset that is not prepared
+            (see `keras_caps.datasets.load`). Defaults to `True`.
 
     Returns:
         A dict with `weights`, `model`, `dataset`, `hardware` and the
@@ -56,13 +58,14 @@ def evaluate_official_weights(weights, dataset, *, model="efficient_capsnet",
     input_statistics = None
     if family.standardizes_input(dataset):
         input_statistics = datasets.training_statistics(
-            dataset, data_dir=data_dir, seed=seed, validation="test")
+            dataset, data_dir=data_dir, seed=seed, validation="test",
+            download=download)
     network = family.build(dataset, input_statistics=input_statistics,
                            weights=weights)
     test = datasets.load(dataset, "test", batch_size=batch_size,
                          data_dir=data_dir, seed=seed,
                          reconstruction=family.has_decoder,
-                         **(dataset_options or {}))
+                         download=download, **(dataset_options or {}))
     _check_labels_match(network, test)
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"weights": os.path.abspath(weights), "model": model,

@@ -16,7 +16,7 @@ PLOT_KINDS = ("reconstructions", "perturbation", "routing", "credit",
 def plot_to_file(kind, output, *, model_path=None, log_path=None,
                  dataset="mnist", data_dir=None, num_images=10, index=0,
                  class_index=None, layer_names=None, dpi=100,
-                 dataset_options=None):
+                 dataset_options=None, download=True):
     """Draws one figure of a saved model (or a training log) to a PNG file.
 
     The figures are those of `keras_caps.visualization`, on the first
@@ -46,6 +46,8 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
             to `None`: all.
         dpi: int. Defaults to `100`.
         dataset_options: dict of dataset-specific loader options.
+        download: bool. Let TFDS download a dataset that is not prepared
+            (see `keras_caps.datasets.load`). Defaults to `True`.
 
     Returns:
         `output`.
@@ -72,7 +74,7 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
         count = index + 1 if kind in ("perturbation", "routing") else (
             num_images)
         images, labels = _test_images(dataset, count, data_dir,
-                                      dataset_options or {})
+                                      dataset_options or {}, download)
         if kind == "reconstructions":
             figure = visualization.plot_reconstructions(
                 model, images, labels=labels)
@@ -99,13 +101,14 @@ def _load_model(model_path):
                            require_application=False)
 
 
-def _test_images(dataset, count, data_dir, options):
+def _test_images(dataset, count, data_dir, options, download):
     """The first `count` test images (raw pixels) and their labels."""
     from keras_caps import datasets
 
     batches = datasets.load(dataset, "test", batch_size=count,
                             training=False, data_dir=data_dir,
-                            reconstruction=False, **options)
+                            reconstruction=False, download=download,
+                            **options)
     images, labels = next(iter(batches.take(1)))
     images, labels = np.asarray(images), np.asarray(labels)
     check_pixel_range(images, f"the {dataset!r} test images")

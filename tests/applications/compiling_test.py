@@ -80,6 +80,8 @@ def test_accelerator_detection_reads_the_backend_devices(devices, expected,
     assert compiling._accelerator_available() is expected
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="the training recipe and export need TensorFlow")
 def test_keras_caps_train_warns_on_float16_without_accelerator(
         tmp_path, monkeypatch):
     """What a CPU user of `keras-caps train --precision mixed_float16` sees.

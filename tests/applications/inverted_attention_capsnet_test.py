@@ -3,6 +3,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 from absl.testing import parameterized
@@ -202,6 +203,8 @@ class InvertedAttentionCapsNetTest(TestCase):
             InvertedAttentionCapsNet(**{"compile": False, **kwargs})
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="the training recipe and export need TensorFlow")
 class InvertedAttentionCapsNetRecipeTest(TestCase):
     def test_trains_through_the_command_path(self):
         output_dir = os.path.join(self.get_temp_dir(), "run")

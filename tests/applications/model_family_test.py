@@ -65,6 +65,8 @@ def ToyCapsNet(dataset="mnist", *, reconstruction=True,
 TOY = ModelFamily(name="ToyCapsNet", builder=ToyCapsNet, presets=TOY_PRESETS)
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="the training recipe and export need TensorFlow")
 def test_a_new_family_trains_through_the_recipe(tmp_path, monkeypatch):
     # Step 4: registration under a command-line name.
     monkeypatch.setitem(training.MODELS, "toy_capsnet", TOY)

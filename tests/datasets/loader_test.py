@@ -66,3 +66,32 @@ def test_same_as_the_module_loader(data_dir):
         "train", batch_size=4, data_dir=data_dir, seed=5).as_numpy_iterator())
     np.testing.assert_array_equal(from_load[0]["image"],
                                   direct[0]["image"])
+
+
+@pytest.mark.parametrize("dataset", sorted(DATASETS))
+@pytest.mark.parametrize("download", [True, False])
+def test_download_reaches_tfds(monkeypatch, dataset, download):
+    from keras_caps.datasets import sources
+
+    seen = []
+
+    def fake_load_tfds(name, split, data_dir=None, download=True, **kwargs):
+        seen.append((name, download))
+        raise RuntimeError("stop after recording the download flag")
+
+    monkeypatch.setattr(sources, "load_tfds", fake_load_tfds)
+    with pytest.raises(RuntimeError, match="stop after"):
+        load(dataset, "train", batch_size=2, download=download)
+    tfds_name = "mnist" if dataset == "multi_mnist" else dataset
+    assert seen == [(tfds_name, download)]
+    if dataset == "smallnorb":
+        with pytest.raises(RuntimeError, match="stop after"):
+            keras_caps.datasets.training_statistics(dataset,
+                                                    download=download)
+        assert seen[1:] == [(tfds_name, download)]
+
+
+def test_download_must_be_a_bool(data_dir):
+    with pytest.raises(TypeError, match="`download`, expected a bool"):
+        load("mnist", "test", batch_size=2, data_dir=data_dir,
+             download="no")

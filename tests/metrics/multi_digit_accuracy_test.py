@@ -114,5 +114,6 @@ class DigitAccuracyDirectionTest(TestCase):
         # `keras.metrics.Accuracy`'s elementwise equality.
         result = model.evaluate(x, y_true, verbose=0, return_dict=True)
         expected = metric_cls.score_fn(y_true, model.predict(x, verbose=0))
-        self.assertAllClose(result[metric.name], np.mean(expected),
+        self.assertAllClose(result[metric.name],
+                            np.mean(keras.ops.convert_to_numpy(expected)),
                             atol=1e-6)

@@ -2,6 +2,7 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -177,6 +178,15 @@ def test_killed_run_resumes_without_repeating_epochs(tmp_path):
 def test_command_without_data_fails_fast(tmp_path, monkeypatch):
     monkeypatch.delenv("KERAS_CAPS_DATA_DIR", raising=False)
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "no_tfds"))
+    # Offline on any machine: requests go through a proxy port nobody
+    # listens on, so the default download fails as without network.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, proxy)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     start = time.time()
     result = subprocess.run(
@@ -186,6 +196,7 @@ def test_command_without_data_fails_fast(tmp_path, monkeypatch):
     assert result.returncode == 2
     assert "--data-dir" in result.stderr
     assert "KERAS_CAPS_DATA_DIR" in result.stderr
+    assert "cannot download it from this machine" in result.stderr
     assert time.time() - start < 60
     assert not (tmp_path / "run" / "model.keras").exists()
 
