@@ -281,7 +281,7 @@ def _run(args):
             record["robustness"] = evaluate_robustness(
                 args.model_path, args.dataset, corruptions=corruptions,
                 data_dir=args.data_dir, seed=args.corruption_seed,
-                dataset_options=options)
+                dataset_options=options, download=args.download)
         # Printed first: a failed write below does not lose the metrics.
         print(json.dumps(record, indent=2, sort_keys=True))
         if args.output:
@@ -423,6 +423,12 @@ def _corruptions(args):
 def _run_compare(args):
     from keras_caps.evaluation import compare
 
+    if args.partners_per_digit is not None:
+        raise ValueError(
+            "`--partners-per-digit` is a MultiMNIST option, and compare "
+            "does not train on MultiMNIST. Received: --partners-per-digit="
+            f"{args.partners_per_digit}")
+
     output_dir = args.output_dir or os.path.join(
         "runs", f"compare_{args.dataset}")
     results = compare(
@@ -432,7 +438,7 @@ def _run_compare(args):
         validation=args.validation, reconstruction=args.reconstruction,
         corruptions=_corruptions(args),
         evaluation_seed=args.corruption_seed, isolation=args.isolation,
-        verbose=0)
+        verbose=0, download=args.download)
     with open(os.path.join(output_dir, "results.md")) as file:
         print(file.read())
     for router, row in results["routers"].items():

@@ -20,11 +20,11 @@ class RoutingTemperatureScheduler(keras.callbacks.Callback):
     iterations, so a resumed run continues its schedule) the callback sets
     the temperature of every routing layer of the model to `schedule(t)`:
     every layer with a routing temperature (`DynamicRouting`, `FCCaps`,
-    `InvertedAttentionRouting`, `VectorRouting`), also inside nested models
-    and `InvertedAttentionRoutingStack`, or only the layers named in
-    `layer_names`. The temperature is a non-trainable variable, so the
-    compiled training step is not retraced; the model saved after training
-    keeps the last temperature.
+    `InvertedAttentionRouting`, `VectorRouting`, `AttentionRouting`), also
+    inside nested models and `InvertedAttentionRoutingStack`, or only the
+    layers named in `layer_names`. The temperature is a non-trainable
+    variable, so the compiled training step is not retraced; the model
+    saved after training keeps the last temperature.
 
     At the end of each epoch the temperature of the last step is written
     to the logs as `routing_temperature`: put this callback before

@@ -28,7 +28,7 @@ _MARGIN = (CANVAS_SIZE - _DIGIT_SIZE) // 2
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
-         augment=True):
+         augment=True, download=True):
     """MNIST digits on a 40 x 40 black canvas (generated, not affNIST).
 
     Training batches place each 28 x 28 digit at a random integer position
@@ -50,6 +50,8 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         shuffle_buffer_size: int or `None`. Defaults to the split size.
         augment: bool. Place the digits at random when training; `False`
             centres them. Defaults to `True`.
+        download: bool. Without a data folder, let TFDS download MNIST if
+            it is not prepared. Defaults to `True`.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -64,7 +66,7 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     training = pipeline.check_arguments(split, batch_size, training,
                                         validation, seed,
                                         shuffle_buffer_size)
-    arrays = sources.load_image_arrays("mnist", data_dir)
+    arrays = sources.load_image_arrays("mnist", data_dir, download)
     images, labels = holdout.select_split(arrays, split, validation, seed)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     return pipeline.build_pipeline(

@@ -61,7 +61,7 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             epochs=None, steps_per_epoch=None, batch_size=None,
             data_dir=None, validation="holdout", reconstruction=True,
             corruptions=None, evaluation_seed=1234, isolation="process",
-            verbose=0):
+            verbose=0, download=True):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -76,6 +76,8 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             `keras_caps.training.train` (preset defaults: 150 epochs of the
             whole training split, batch 16).
         data_dir: str or `None`. The data folder.
+        download: bool. Without a data folder, let TFDS download the
+            dataset if it is not prepared. Defaults to `True`.
         validation: str. `"holdout"` (default) or `"test"`.
         reconstruction: bool. Train the capsule models with their decoder
             (the CNN has none). Defaults to `True`.
@@ -113,8 +115,8 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
     for router in settings["routers"]:
         for seed in settings["seeds"]:
             runs.append(_run_model(router, seed, settings, output_dir,
-                                   data_dir, verbose, isolation))
-    steps = _steps_per_epoch(settings, data_dir)
+                                   data_dir, verbose, isolation, download))
+    steps = _steps_per_epoch(settings, data_dir, download)
     results = {"settings": settings, "models": runs,
                "routers": _aggregate(runs, settings, steps)}
     write_json_atomically(os.path.join(output_dir, "results.json"), results)
@@ -247,7 +249,7 @@ def _finished_evaluation(folder, settings):
 
 
 def _run_model(router, seed, settings, output_dir, data_dir, verbose,
-               isolation):
+               isolation, download):
     """Trains and evaluates one model unless done; returns its record."""
     folder = run_dir(output_dir, router, seed)
     metrics_path = os.path.join(folder, "metrics.json")
@@ -257,7 +259,7 @@ def _run_model(router, seed, settings, output_dir, data_dir, verbose,
                      seed)
     elif isolation == "process":
         arguments = json.dumps([router, seed, settings, output_dir,
-                                data_dir, verbose])
+                                data_dir, verbose, download])
         # The child imports this very keras_caps, installed or not.
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))))
@@ -274,7 +276,7 @@ def _run_model(router, seed, settings, output_dir, data_dir, verbose,
                 f"; its output is above. Rerun the same command to resume.")
     else:
         train_and_evaluate(router, seed, settings, output_dir, data_dir,
-                           verbose)
+                           verbose, download)
         _free_memory()
     with open(metrics_path) as file:
         training_record = json.load(file)
@@ -288,7 +290,7 @@ def _run_model(router, seed, settings, output_dir, data_dir, verbose,
 
 
 def train_and_evaluate(router, seed, settings, output_dir, data_dir,
-                       verbose=0):
+                       verbose=0, download=True):
     """One model of a comparison: trains it unless done, evaluates it.
 
     Writes the run of `keras_caps.training.train` under `run_dir(...)`
@@ -308,14 +310,15 @@ def train_and_evaluate(router, seed, settings, output_dir, data_dir,
             batch_size=settings["batch_size"], data_dir=data_dir, seed=seed,
             validation=settings["validation"],
             reconstruction=(settings["reconstruction"]
-                            and router != "cnn"), verbose=verbose)
+                            and router != "cnn"), verbose=verbose,
+            download=download)
         _free_memory()
     if _finished_evaluation(folder, settings) is None:
         logging.info("%s, seed %d: evaluating", router, seed)
         record = robustness.evaluate_robustness(
             os.path.join(folder, "model.keras"), dataset,
             corruptions=settings["corruptions"], data_dir=data_dir,
-            seed=settings["evaluation_seed"])
+            seed=settings["evaluation_seed"], download=download)
         write_json_atomically(evaluation_path, {
             "settings": _evaluation_settings(settings), **record})
 
@@ -325,12 +328,12 @@ def _free_memory():
     gc.collect()
 
 
-def _steps_per_epoch(settings, data_dir):
+def _steps_per_epoch(settings, data_dir, download):
     if settings["steps_per_epoch"] is not None:
         return settings["steps_per_epoch"]
     train = datasets.load(settings["dataset"], "train",
                           batch_size=settings["batch_size"],
-                          data_dir=data_dir,
+                          data_dir=data_dir, download=download,
                           validation=settings["validation"])
     return int(train.cardinality())
 
@@ -497,10 +500,10 @@ def _write_text(path, text):
 def _main(argv):
     """Entry point of a model's own process: `train_and_evaluate`."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    router, seed, settings, output_dir, data_dir, verbose = json.loads(
-        argv[0])
+    router, seed, settings, output_dir, data_dir, verbose, download = (
+        json.loads(argv[0]))
     train_and_evaluate(router, seed, settings, output_dir, data_dir,
-                       verbose)
+                       verbose, download)
 
 
 if __name__ == "__main__":

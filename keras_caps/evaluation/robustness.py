@@ -57,7 +57,15 @@ def check_corruptions(dataset, corruptions):
     image_size = min(datasets.DATASETS[dataset].input_shape[:2])
     result = {"affine": bool(corruptions.get("affine", False))}
     for kind in ("noise", "pixels", "occlusion"):
-        severities = list(corruptions.get(kind) or [])
+        severities = corruptions.get(kind)
+        if severities is None:
+            severities = []
+        if not isinstance(severities, (list, tuple)):
+            raise TypeError(
+                f"Received an invalid type for the {kind!r} severities, "
+                "expected a list of numbers (e.g. [0.1, 0.2]). Received: "
+                f"{kind}={severities!r}")
+        severities = list(severities)
         checked = [corruptions_lib.check_severity(kind, value, image_size)
                    for value in severities]
         if len(set(checked)) != len(checked):
@@ -84,7 +92,8 @@ def check_corruptions(dataset, corruptions):
     return result
 
 
-def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None):
+def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None,
+                     download=True):
     """The test split of `dataset` as NumPy arrays.
 
     Returns:
@@ -93,7 +102,7 @@ def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None):
     """
     test = datasets.load(dataset, "test", batch_size=1000,
                          data_dir=data_dir, seed=seed, reconstruction=False,
-                         **(dataset_options or {}))
+                         download=download, **(dataset_options or {}))
     images, labels = [], []
     for batch_images, batch_labels in test.as_numpy_iterator():
         images.append(batch_images)
@@ -109,7 +118,7 @@ def classifier(model):
 
 
 def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
-                        data_dir=None):
+                        data_dir=None, download=True):
     """Yields `(kind, severity, images, labels)` for each corruption.
 
     `kind` is a key of `CORRUPTIONS`; `severity` is `None` for the affine
@@ -123,13 +132,15 @@ def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
                 images, severity,
                 seed + 1000 * _SEED_OFFSETS[kind] + index), labels
     if corruptions["affine"]:
-        digits, digit_labels = load_test_arrays("mnist", data_dir=data_dir)
+        digits, digit_labels = load_test_arrays("mnist", data_dir=data_dir,
+                                                download=download)
         yield "affine", None, corruptions_lib.affine_test_set(
             digits, seed + 1000 * _SEED_OFFSETS["affine"]), digit_labels
 
 
 def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
-                        seed=42, batch_size=256, dataset_options=None):
+                        seed=42, batch_size=256, dataset_options=None,
+                        download=True):
     """Accuracy of a classifier on clean and corrupted test images.
 
     Args:
@@ -143,6 +154,8 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         seed: int. Seeds the corruptions. Defaults to `42`.
         batch_size: int. Prediction batch size. Defaults to `256`.
         dataset_options: dict or `None`. Options of the test loader.
+        download: bool. Without a data folder, let TFDS download the
+            dataset if it is not prepared. Defaults to `True`.
 
     Returns:
         dict: `"clean"` with `accuracy`, `macro_accuracy` (the mean over
@@ -165,7 +178,8 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         model = keras.saving.load_model(model)
     predictor = classifier(model)
     images, labels = load_test_arrays(dataset, data_dir=data_dir, seed=seed,
-                                 dataset_options=dataset_options)
+                                      dataset_options=dataset_options,
+                                      download=download)
 
     def predict(batch):
         scores = predictor.predict(batch, batch_size=batch_size, verbose=0)
@@ -188,7 +202,8 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         "noise": {}, "pixels": {}, "occlusion": {}, "affine": None,
     }
     for kind, severity, corrupted, truth in corrupted_test_sets(
-            dataset, images, labels, corruptions, seed, data_dir=data_dir):
+            dataset, images, labels, corruptions, seed, data_dir=data_dir,
+            download=download):
         accuracy = float(np.mean(predict(corrupted) == truth))
         if kind == "affine":
             record["affine"] = accuracy

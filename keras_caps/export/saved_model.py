@@ -36,7 +36,8 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     returns a dict: the class scores under the name of the model's score
     layer (`"length"`, float32 `(batch, num_classes)`, for models with
     capsule lengths such as EfficientCapsNet and CapsNet; `"logits"` for
-    VectorRoutingCapsNet and InvertedAttentionCapsNet), plus
+    VectorRoutingCapsNet and InvertedAttentionCapsNet; `"probabilities"`
+    for CNNBaseline), plus
     `"reconstruction"` (images in [0, 1], the decoder reading the longest
     capsule(s)) with `reconstruction=True`. Every output of an image that
     holds a NaN or an infinity is NaN; a batch of 0 images gives outputs

@@ -7,7 +7,7 @@ import keras
 
 from keras_caps.api_export import keras_caps_export
 
-SCORE_LAYER_NAMES = ("length", "logits")
+SCORE_LAYER_NAMES = ("length", "logits", "probabilities")
 """The layer that outputs the class scores of every keras_caps application."""
 
 

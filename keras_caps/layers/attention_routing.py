@@ -235,6 +235,10 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             `"parents"`, a list with each pass's parents `(batch,
             num_capsules, capsule_dim)`.
         """
+        if not self.built:
+            raise ValueError(
+                "`routing_trace` needs a built `AttentionRouting`: call the "
+                "layer on inputs (or `build` it) first.")
         trace = self._route(inputs, keep_passes=True)
         children = trace["children"]  # (b, i, a), activations applied
         kernel = ops.cast(self.kernel, children.dtype)

@@ -252,9 +252,13 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         live_votes = votes
         projected = None
         if self.attention == "bilinear":
-            # (b, i, d) @ (d, z) -> (b, i, z): u_i^T W_a / sqrt(d)
+            # (b, i, d) @ (d, z) -> (b, i, z): u_i^T W_a / sqrt(d), in
+            # float32 as the whole attention term (quadratic in the
+            # inputs, it overflows float16).
             projected = ops.matmul(
-                inputs, self.attention_kernel) * self._inverse_sqrt_input_dim
+                capsule_ops.at_least_float32(inputs),
+                ops.cast(self.attention_kernel, "float32"),
+            ) * self._inverse_sqrt_input_dim
         outputs = None
         for iteration in range(self.num_iterations):
             is_last = iteration == self.num_iterations - 1
@@ -265,9 +269,10 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
             if self.attention is None:
                 routing_logits = logits
             else:
+                # (b, j, i), float32
                 attention = self._attention_logits(votes, projected, outputs)
-                routing_logits = logits + ops.cast(
-                    self.attention_weight, votes.dtype) * attention
+                routing_logits = capsule_ops.at_least_float32(logits) + (
+                    ops.cast(self.attention_weight, "float32") * attention)
             couplings = ops.cast(self._couplings(routing_logits),
                                  votes.dtype)  # (b, j, i)
             # (b, j, 1, i) @ (b, j, i, z) -> (b, j, z)
@@ -286,16 +291,17 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         return outputs
 
     def _attention_logits(self, votes, projected, outputs):
-        """The attention term `a` (b, j, i) of the hybrid.
+        """The attention term `a` (b, j, i) of the hybrid, in float32.
 
         `votes` (b, j, i, z); `projected` (b, i, z) the children times
         `W_a / sqrt(d)` (bilinear); `outputs` (b, j, z) the current parents,
         `None` before the first iteration (concat).
         """
+        votes = capsule_ops.at_least_float32(votes)
         if self.attention == "bilinear":
             # (b, j, i, z) * (b, 1, i, z) summed over z -> (b, j, i)
             return ops.sum(votes * ops.expand_dims(projected, 1), axis=-1)
-        kernel = ops.cast(self.attention_kernel, votes.dtype)
+        kernel = ops.cast(self.attention_kernel, "float32")
         vote_kernel = kernel[:self.capsule_dim]  # (z,)
         output_kernel = kernel[self.capsule_dim:]  # (z,)
         # (b, j, i, z) @ (z, 1) -> (b, j, i)
@@ -304,8 +310,9 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         if outputs is not None:  # outputs = 0 before the first iteration
             # (b, j, z) @ (z, 1) -> (b, j, 1)
             scores = scores + ops.matmul(
-                outputs, ops.expand_dims(output_kernel, -1))
-        scores = scores + ops.cast(self.attention_bias, votes.dtype)
+                capsule_ops.at_least_float32(outputs),
+                ops.expand_dims(output_kernel, -1))
+        scores = scores + ops.cast(self.attention_bias, "float32")
         return ops.leaky_relu(scores, negative_slope=ATTENTION_LEAKY_SLOPE)
 
     def _couplings(self, logits):

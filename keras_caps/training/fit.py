@@ -174,11 +174,9 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             model_path = os.path.join(output_dir, "model.keras")
             # Fails now rather than after training if `export/` holds
             # anything but an export of keras_caps (which a rerun
-            # replaces); before `run.json` is written unless `fresh`
-            # first deletes an export of ours.
-            if not fresh:
-                check_export_target(export_dir, overwrite=True,
-                                    model_path=model_path)
+            # replaces), and before `fresh` deletes anything.
+            check_export_target(export_dir, overwrite=True,
+                                model_path=model_path)
             run = RunFolder(output_dir, settings)
             progress = run.open(fresh=fresh)
             metrics_path = os.path.join(output_dir, "metrics.json")

@@ -65,7 +65,9 @@ def evaluate_official_weights(weights, dataset, *, model="efficient_capsnet",
     test = datasets.load(dataset, "test", batch_size=batch_size,
                          data_dir=data_dir, seed=seed,
                          reconstruction=family.has_decoder,
-                         download=download, **(dataset_options or {}))
+                         download=download,
+                         **{**family.dataset_options(dataset),
+                            **(dataset_options or {})})
     _check_labels_match(network, test)
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"weights": os.path.abspath(weights), "model": model,

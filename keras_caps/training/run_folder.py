@@ -59,11 +59,15 @@ class RunFolder:
             The recorded progress (`{}` for a new or fresh run).
         """
         check_output_folder(self.path)
-        record = self._read_record()
-        if fresh:
+        if fresh and os.path.exists(self.record_path):
+            # Only a folder with a run record is a run's: `fresh` never
+            # deletes files that no run of ours may have written. An
+            # unreadable record is still ours, and `fresh` replaces it.
             self.clear()
             record = None
-        elif record is None:
+        else:
+            record = self._read_record()
+        if record is None:
             leftovers = [name for name in RUN_FILES
                          if os.path.lexists(os.path.join(self.path, name))]
             if leftovers:
@@ -71,10 +75,11 @@ class RunFolder:
                     f"The output folder {self.path!r} holds files of a "
                     f"training run ({', '.join(leftovers)}) but no "
                     f"{RUN_RECORD} saying which settings made them (an "
-                    "earlier keras_caps version, or a crash before the run "
-                    "started), so it cannot be resumed safely. Pass "
-                    "`--fresh` (`fresh=True`) to delete them and start "
-                    "over, or use another `--output-dir`.")
+                    "earlier keras_caps version, a crash before the run "
+                    "started, or files of your own), so it cannot be "
+                    "resumed safely, and `--fresh` does not delete files "
+                    "it cannot tell are a run's. Delete them yourself, or "
+                    "use another `--output-dir`.")
         else:
             differences = describe_differences(record.get("settings", {}),
                                                self.settings)

@@ -34,8 +34,8 @@ class EvaluateRobustnessTest(TestCase):
         model = CNNBaseline("mnist_canvas")
         # Bias the classifier so that an untrained model is right on some
         # digits and wrong on others.
-        kernel, bias = model.get_layer("classifier").get_weights()
-        model.get_layer("classifier").set_weights(
+        kernel, bias = model.get_layer("probabilities").get_weights()
+        model.get_layer("probabilities").set_weights(
             [kernel, np.linspace(0, 3, 10).astype("float32")])
         path = os.path.join(self.get_temp_dir(), "model.keras")
         model.save(path)

@@ -156,6 +156,28 @@ class DynamicRoutingTest(TestCase):
 
     @parameterized.named_parameters(("bilinear", "bilinear"),
                                     ("concat", "concat"))
+    def test_hybrid_attention_term_does_not_overflow_float16(self, attention):
+        # Large unsquashed children: the bilinear term, quadratic in them,
+        # would overflow float16 (and 0 * inf poison the couplings at
+        # lambda = 0); it is computed in float32.
+        u = np.random.default_rng(4).normal(
+            0.0, 300.0, (2, 32, 8)).astype("float32")
+        plain = DynamicRouting(10, 16, dtype="mixed_float16")
+        hybrid = DynamicRouting(10, 16, attention=attention,
+                                dtype="mixed_float16")
+        plain.build(u.shape)
+        hybrid.build(u.shape)
+        hybrid.kernel.assign(plain.kernel)
+        expected, expected_couplings = plain(u, return_couplings=True)
+        outputs, couplings = hybrid(u, return_couplings=True)
+        self.assertAllFinite(outputs, "outputs")
+        self.assertAllFinite(couplings, "couplings")
+        np.testing.assert_array_equal(_numpy(couplings),
+                                      _numpy(expected_couplings))
+        np.testing.assert_array_equal(_numpy(outputs), _numpy(expected))
+
+    @parameterized.named_parameters(("bilinear", "bilinear"),
+                                    ("concat", "concat"))
     def test_hybrid_with_zero_weight_is_plain_routing(self, attention):
         rng = np.random.default_rng(8)
         u = rng.normal(size=(3, 5, 4)).astype("float32")

@@ -154,12 +154,22 @@ def test_files_of_an_unknown_run_are_refused(tmp_path):
     output_dir = tmp_path / "run"
     output_dir.mkdir()
     (output_dir / "history.csv").write_text("epoch,loss\n0,1.0\n")
-    with pytest.raises(ValueError, match="history.csv.*no run.json"):
-        RunFolder(str(output_dir), {"seed": 1}).open()
-    assert os.listdir(output_dir) == ["history.csv"]
+    (output_dir / "logs").mkdir()
+    (output_dir / "logs" / "mine.txt").write_text("a user's file")
+    for fresh in (False, True):
+        # Without a run record nothing tells these files are a run's:
+        # refused, and `fresh` deletes none of them either.
+        with pytest.raises(ValueError, match="history.csv.*no run.json"):
+            RunFolder(str(output_dir), {"seed": 1}).open(fresh=fresh)
+        assert sorted(os.listdir(output_dir)) == ["history.csv", "logs"]
+        assert os.listdir(output_dir / "logs") == ["mine.txt"]
     (output_dir / "run.json").write_text("{garbage")
     with pytest.raises(ValueError, match="run.json.*unreadable"):
         RunFolder(str(output_dir), {"seed": 1}).open()
+    # An unreadable record is still a run's: `fresh` starts over.
+    assert RunFolder(str(output_dir), {"seed": 1}).open(fresh=True) == {}
+    assert json.loads((output_dir / "run.json").read_text())[
+        "settings"] == {"seed": 1}
 
 
 def test_describe_differences():

@@ -83,7 +83,7 @@ def CNNBaseline(dataset="mnist", *, hidden_units=None, input_shape=None,
                            name="hidden")(x)  # (batch, hidden_units)
     probabilities = keras.layers.Dense(
         num_classes, activation="softmax", dtype="float32",
-        name="classifier")(x)  # (batch, num_classes)
+        name="probabilities")(x)  # (batch, num_classes)
     model = keras.Model(images, probabilities, name=name)
     if compile:
         optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.Adam(
