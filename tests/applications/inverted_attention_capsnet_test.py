@@ -227,6 +227,6 @@ class InvertedAttentionCapsNetRecipeTest(TestCase):
                                                      "model.keras"))
         images, _ = _batch((32, 32, 3), batch_size=2)
         served = tf.saved_model.load(os.path.join(output_dir, "export"))
-        self.assertAllClose(served.serve(tf.constant(images)),
+        self.assertAllClose(served.serve(tf.constant(images))["logits"],
                             model.predict(images, verbose=0), atol=1e-4,
                             rtol=1e-4)

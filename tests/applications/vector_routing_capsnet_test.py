@@ -203,7 +203,7 @@ class VectorRoutingCapsNetRecipeTest(TestCase):
         loaded = tf.saved_model.load(path)
         for batch_size in (1, 3):
             images, _ = _batch((12, 12, 1), batch_size=batch_size)
-            self.assertAllClose(loaded.serve(images), model(images),
+            self.assertAllClose(loaded.serve(images)["logits"], model(images),
                                 atol=1e-5, rtol=1e-5)
 
     def test_trains_through_the_recipe(self):
