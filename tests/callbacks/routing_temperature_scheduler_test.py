@@ -80,8 +80,11 @@ class RoutingTemperatureSchedulerTest(TestCase):
                   callbacks=[RoutingTemperatureScheduler(schedule), losses,
                              keras.callbacks.CSVLogger(log_path)])
         # ... are all there is for the 8 temperatures: no retracing.
+        # (PyTorch runs eagerly: there every step is a call, and the counts
+        # are equal because the temperature adds none.)
         self.assertEqual(_TraceCounter.traces, plain_traces)
-        self.assertLessEqual(plain_traces, 2)
+        if keras.backend.backend() in ("tensorflow", "jax"):
+            self.assertLessEqual(plain_traces, 2)
         if keras.backend.backend() == "tensorflow":
             self.assertEqual(plain_traces, 1)
 

@@ -295,7 +295,8 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
     for name, (shape, reconstruction, scores) in expected.items():
         got = served[name]
         assert got["signature"] == {"image": [[None, *shape], "float32"]}
-        score_name = "length" if recipe_has_lengths[name] else "logits"
+        score_name = ("length" if recipe_has_lengths[name] else
+                      "probabilities" if name == "cnn_baseline" else "logits")
         assert got["outputs"] == sorted(
             [score_name] + ["reconstruction"] * reconstruction), name
         for n in (1, 5):
