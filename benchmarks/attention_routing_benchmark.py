@@ -26,7 +26,6 @@ layer with `DynamicRouting`: its speedup, and its peak memory as a share of
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -34,11 +33,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from side_by_side import peak_memory_mib  # noqa: E402
+from side_by_side import time_steps  # noqa: E402
 
 from keras_caps.layers import AttentionRouting  # noqa: E402
 from keras_caps.layers import DynamicRouting  # noqa: E402
-
-_MIB = 2.0**20
 
 
 def _make_step(layer, jit_compile):
@@ -54,36 +53,10 @@ def _make_step(layer, jit_compile):
     return step
 
 
-def _sync(result):
-    loss, gradients = result
-    loss.numpy()
-    for gradient in gradients:
-        gradient.numpy()
 
 
-def _time(steps_by_name, inputs, warmup, steps):
-    """Median and minimum ms per step; the steps alternate."""
-    for step in steps_by_name.values():
-        for _ in range(warmup):
-            _sync(step(inputs))
-    times = {name: [] for name in steps_by_name}
-    for _ in range(steps):
-        for name, step in steps_by_name.items():
-            start = time.perf_counter()
-            _sync(step(inputs))
-            times[name].append(time.perf_counter() - start)
-    return {name: (1000.0 * float(np.median(values)),
-                   1000.0 * float(np.min(values)))
-            for name, values in times.items()}
 
 
-def _peak_memory(step, inputs):
-    """Peak MiB of the TF CPU allocator during one step, above the start."""
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    _sync(step(inputs))
-    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-    return (peak - before) / _MIB
 
 
 def main():
@@ -124,8 +97,8 @@ def main():
     print(f"batch {args.batch_size}: {args.num_inputs} x {args.input_dim} "
           f"-> {args.num_capsules} x {args.capsule_dim}; forward+backward, "
           f"median of {args.steps} steps after {args.warmup} warm-up steps")
-    times = _time(steps, inputs, args.warmup, args.steps)
-    memory = {name: _peak_memory(step, inputs)
+    times = time_steps(steps, inputs, args.warmup, args.steps)
+    memory = {name: peak_memory_mib(step, inputs)
               for name, step in steps.items()}
     baseline = next(iter(layers))
     width = max(len(name) for name in layers)

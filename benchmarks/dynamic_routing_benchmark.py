@@ -30,7 +30,6 @@ grows linearly.
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -38,11 +37,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from side_by_side import peak_memory_mib  # noqa: E402
+from side_by_side import time_steps  # noqa: E402
 
 from keras_caps.layers import DynamicRouting  # noqa: E402
-
-_MIB = 2.0**20
-
 
 # --- The Keras port's routing, re-implemented ------------------------------
 
@@ -110,37 +108,8 @@ def _make_step(forward, kernel, jit_compile):
     return step
 
 
-def _time(steps_by_name, inputs, warmup, steps):
-    """Median and minimum ms per step; the steps alternate, so a busy
-    machine slows all of them alike."""
-    for step in steps_by_name.values():
-        for _ in range(warmup):
-            _sync(step(inputs))
-    times = {name: [] for name in steps_by_name}
-    for _ in range(steps):
-        for name, step in steps_by_name.items():
-            start = time.perf_counter()
-            _sync(step(inputs))
-            times[name].append(time.perf_counter() - start)
-    return {name: (1000.0 * float(np.median(values)),
-                   1000.0 * float(np.min(values)))
-            for name, values in times.items()}
 
 
-def _peak_memory(step, inputs):
-    """Peak MiB of the TF CPU allocator during one step, above the start."""
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    _sync(step(inputs))
-    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-    return (peak - before) / _MIB
-
-
-def _sync(result):
-    outputs, gradients = result
-    outputs.numpy()
-    for gradient in gradients:
-        gradient.numpy()
 
 
 def _linearity(iterations, times):
@@ -200,19 +169,19 @@ def main():
                 lambda x, k=port_kernel, r=num_iterations: port_routing(
                     x, k, r),
                 port_kernel, args.jit_compile)
-        times = _time(steps, inputs, args.warmup, args.steps)
+        times = time_steps(steps, inputs, args.warmup, args.steps)
         ours_ms, ours_min = times["ours"]
         ours_times.append(ours_ms)
         ours_mins.append(ours_min)
         row = (f"{num_iterations:>5} | {ours_ms:>13.1f} | {ours_min:>6.1f} | "
-               f"{_peak_memory(steps['ours'], inputs):>8.1f} | ")
+               f"{peak_memory_mib(steps['ours'], inputs):>8.1f} | ")
         if args.skip_baseline:
             print(row)
             continue
         port_ms, port_min = times["port"]
         port_times.append(port_ms)
         port_mins.append(port_min)
-        port_mib = _peak_memory(steps["port"], inputs)
+        port_mib = peak_memory_mib(steps["port"], inputs)
         ours_out, (_, ours_grad) = steps["ours"](inputs)
         port_out, (_, port_grad) = steps["port"](inputs)
         port_grad = tf.transpose(port_grad, (1, 3, 0, 2))

@@ -454,21 +454,19 @@ def _name_list(text):
 
 
 def _int_list(text):
-    try:
-        return [int(value) for value in _name_list(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            "expected comma-separated integers, received "
-            f"{text!r}") from None
+    return _number_list(text, int, "integers")
 
 
 def _float_list(text):
+    return _number_list(text, float, "numbers")
+
+
+def _number_list(text, convert, kind):
     try:
-        return [float(value) for value in _name_list(text)]
+        return [convert(value) for value in _name_list(text)]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            "expected comma-separated numbers, received "
-            f"{text!r}") from None
+            f"expected comma-separated {kind}, received {text!r}") from None
 
 
 def _add_data_arguments(parser):
