@@ -1,7 +1,8 @@
 """keras_caps: capsule networks for Keras 3.
 
 The backend-agnostic core (`ops`, `layers`, `losses`, `metrics`,
-`callbacks`, `applications`, `inference`) is imported here. The parts that need
+`callbacks`, `applications`, `inference`, and `model_roles`, the names of
+the layers integrations look up) is imported here. The parts that need
 TensorFlow or matplotlib (`keras_caps.datasets`, `keras_caps.training`,
 `keras_caps.export`, `keras_caps.visualization`, `keras_caps.evaluation`)
 are imported on first attribute access, so `import keras_caps` on the JAX
@@ -16,6 +17,7 @@ from keras_caps import inference
 from keras_caps import layers
 from keras_caps import losses
 from keras_caps import metrics
+from keras_caps import model_roles
 from keras_caps import ops
 from keras_caps.version import __version__
 

@@ -21,6 +21,7 @@ def _modules():
                                           f"{package.__name__}."):
             yield info.name
     yield "keras_caps.api_export"
+    yield "keras_caps.model_roles"
 
 
 @pytest.mark.parametrize("module_name", sorted(_modules()))
