@@ -1,5 +1,6 @@
 import keras
 
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 
 
@@ -30,24 +31,18 @@ def inference_model(model, reconstruction=False):
     >>> keras_caps.inference.inference_model(model).output_shape
     (None, 10)
     """
-    names = {layer.name for layer in model.layers}
-    needed = {"digit_caps", "length"}
+    needed = (roles.CLASS_CAPSULES, roles.LENGTH)
     if reconstruction:
-        needed |= {"mask", "decoder"}
-    missing = sorted(needed - names)
-    if missing:
-        raise ValueError(
-            "`inference_model` needs a model with layers named "
-            f"{sorted(needed)}. Missing: {missing}. Received: a model with "
-            f"layers {sorted(names)}")
-    images = model.input["image"] if isinstance(model.input, dict) else (
-        keras.tree.flatten(model.input)[0])
-    lengths = model.get_layer("length").output
+        needed += (roles.MASK, roles.DECODER)
+    roles.require_roles(model, needed, "`inference_model`")
+    images = roles.image_input(model)
+    lengths = model.get_layer(roles.LENGTH).output  # (batch, classes)
     if not reconstruction:
         return keras.Model(images, lengths, name=f"{model.name}_inference")
     # A new call of the mask without labels selects the longest capsules.
-    masked = model.get_layer("mask")(model.get_layer("digit_caps").output)
-    reconstructed = model.get_layer("decoder")(masked)
+    masked = model.get_layer(roles.MASK)(
+        model.get_layer(roles.CLASS_CAPSULES).output)
+    reconstructed = model.get_layer(roles.DECODER)(masked)
     return keras.Model(
-        images, {"length": lengths, "reconstruction": reconstructed},
+        images, {roles.LENGTH: lengths, roles.RECONSTRUCTION: reconstructed},
         name=f"{model.name}_inference")

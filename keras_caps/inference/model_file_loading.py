@@ -5,10 +5,8 @@ import zipfile
 
 import keras
 
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
-
-SCORE_LAYER_NAMES = ("length", "logits", "probabilities")
-"""The layer that outputs the class scores of every keras_caps application."""
 
 
 @keras_caps_export("keras_caps.inference.load_model_file")
@@ -85,14 +83,14 @@ def check_application_model(model, argument_name="model", path=None):
     """Raises unless `model` comes from a keras_caps application builder."""
     names = ({layer.name for layer in model.layers}
              if isinstance(model, keras.Model) else set())
-    if not names & set(SCORE_LAYER_NAMES):
+    if not names & set(roles.CLASS_SCORE_LAYERS):
         where = f"{argument_name}={path!r}" if path else (
             f"a {type(model).__name__} named {getattr(model, 'name', '?')!r}")
         raise ValueError(
             f"`{argument_name}` is not a model built by keras_caps: "
             "expected a model from an application builder (such as "
             "`EfficientCapsNet`) or `keras-caps train`, with a class-score "
-            f"layer named one of {list(SCORE_LAYER_NAMES)}. Received: "
+            f"layer named one of {list(roles.CLASS_SCORE_LAYERS)}. Received: "
             f"{where}, with layers {sorted(names)[:8]}")
 
 

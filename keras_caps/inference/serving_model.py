@@ -1,6 +1,7 @@
 import keras
 
 from keras_caps import layers
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.inference.batch_norm_folding import fold_batch_normalization
 from keras_caps.inference.inference_model import inference_model
@@ -67,14 +68,15 @@ def serving_model(model, reconstruction=False, precision=None):
         check_choice("precision", precision, SERVING_PRECISIONS)
     names = ({layer.name for layer in model.layers}
              if isinstance(model, keras.Model) else set())
-    if reconstruction and not {"mask", "decoder"} <= names:
+    if reconstruction and not {roles.MASK, roles.DECODER} <= names:
         raise ValueError(
             "`reconstruction=True` needs a model with a reconstruction "
-            "decoder (layers named 'mask' and 'decoder'), and this one has "
-            "none: it was built or trained without reconstruction, or its "
-            "family has no decoder. Export it without reconstruction. "
+            f"decoder (layers named {roles.MASK!r} and {roles.DECODER!r}), "
+            "and this one has none: it was built or trained without "
+            "reconstruction, or its family has no decoder. Export it "
+            "without reconstruction. "
             f"Received: a model named {getattr(model, 'name', model)!r}")
-    if names & {"label", "mask"}:
+    if names & {roles.LABEL, roles.MASK}:  # Drop the label input.
         model = inference_model(model, reconstruction=reconstruction)
     model = fold_batch_normalization(model)
     if precision is None:
