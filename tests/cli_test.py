@@ -290,3 +290,14 @@ def test_train_without_network_fails_within_seconds(tmp_path, monkeypatch,
     for expected in ("keras-caps train: error:", "'smallnorb' is not "
                      "prepared", hint, "tfds build smallnorb", "--data-dir"):
         assert expected in error
+
+
+@pytest.mark.parametrize("argv", [
+    ["train"], ["evaluate", "--model-path", "m.keras"],
+    ["export", "--model-path", "m.keras", "--export-dir", "e"],
+    ["plot", "curves"], ["compare"]])
+def test_every_subcommand_registers_its_handler(argv):
+    args = cli.build_parser().parse_args(argv)
+    assert args.command == argv[0]
+    assert callable(args.handler)
+    assert args.handler.__name__ == f"run_{argv[0]}"

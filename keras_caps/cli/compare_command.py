@@ -1,0 +1,90 @@
+"""`keras-caps compare`: every router and the CNN baseline, one recipe,
+several seeds, on clean and corrupted test data."""
+
+import os
+
+from keras_caps.cli.argument_types import int_list
+from keras_caps.cli.argument_types import name_list
+from keras_caps.cli.argument_types import positive_int
+from keras_caps.cli.shared_arguments import add_corruption_arguments
+from keras_caps.cli.shared_arguments import add_data_arguments
+from keras_caps.cli.shared_arguments import requested_corruptions
+
+
+def add_compare_command(commands):
+    """Registers `compare` and its handler on the subparsers `commands`."""
+    from keras_caps.evaluation.comparison import COMPARED_MODELS
+
+    compare = commands.add_parser(
+        "compare", help="Train CapsuleClassifier with each router (and the "
+        "CNN baseline) for each seed under one recipe, evaluate them on "
+        "clean and corrupted test data, and write a table (Markdown, CSV, "
+        "JSON) and a plot. Resumable.")
+    compare.add_argument("--routers", type=name_list,
+                         default=list(COMPARED_MODELS),
+                         help="Comma-separated, among "
+                         f"{','.join(COMPARED_MODELS)}. Defaults to all.")
+    compare.add_argument("--dataset", default="mnist",
+                         choices=("mnist", "fashion_mnist", "smallnorb",
+                                  "mnist_canvas"),
+                         help="mnist_canvas: MNIST digits placed at random "
+                         "on a 40x40 canvas (generated), for --affine.")
+    compare.add_argument("--seeds", type=int_list, default=[0, 1],
+                         help="Comma-separated seeds, one model per router "
+                         "and seed. Defaults to 0,1.")
+    _add_recipe_arguments(compare)
+    add_data_arguments(compare)
+    compare.add_argument("--output-dir", default=None,
+                         help="Defaults to runs/compare_<dataset>.")
+    add_corruption_arguments(compare)
+    compare.set_defaults(handler=run_compare)
+
+
+def _add_recipe_arguments(compare):
+    compare.add_argument("--epochs", type=positive_int, default=None,
+                         help="Defaults to the preset's (150).")
+    compare.add_argument("--steps-per-epoch", type=positive_int,
+                         default=None,
+                         help="Limit each epoch to this many steps.")
+    compare.add_argument("--batch-size", type=positive_int, default=None,
+                         help="Defaults to the preset's (16).")
+    compare.add_argument("--validation", default="holdout",
+                         choices=("holdout", "test"))
+    compare.add_argument("--no-reconstruction", dest="reconstruction",
+                         action="store_false", default=True,
+                         help="Train the capsule models without their "
+                         "decoder.")
+    compare.add_argument("--isolation", default="process",
+                         choices=("process", "session"),
+                         help="process: each model in a process of its own "
+                         "(flat memory); session: all in this process, "
+                         "clearing the Keras session between models.")
+
+
+def run_compare(args):
+    """Runs the comparison and prints its table. Returns 0."""
+    from keras_caps.evaluation import compare
+
+    if args.partners_per_digit is not None:
+        raise ValueError(
+            "`--partners-per-digit` is a MultiMNIST option, and compare "
+            "does not train on MultiMNIST. Received: --partners-per-digit="
+            f"{args.partners_per_digit}")
+    output_dir = args.output_dir or os.path.join(
+        "runs", f"compare_{args.dataset}")
+    results = compare(
+        args.routers, args.dataset, output_dir=output_dir, seeds=args.seeds,
+        epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+        batch_size=args.batch_size, data_dir=args.data_dir,
+        validation=args.validation, reconstruction=args.reconstruction,
+        corruptions=requested_corruptions(args),
+        evaluation_seed=args.corruption_seed, isolation=args.isolation,
+        verbose=0, download=args.download)
+    with open(os.path.join(output_dir, "results.md")) as file:
+        print(file.read())
+    for router, row in results["routers"].items():
+        print(f"{router}: {row['trainable_parameters']:,} trainable "
+              "parameters")
+    print(f"Wrote results.md, results.csv, results.json and "
+          f"accuracy_vs_severity.png under {output_dir}")
+    return 0

@@ -1,0 +1,56 @@
+"""`keras-caps export`: a saved model as a SavedModel serving raw images."""
+
+import os
+
+
+def add_export_command(commands):
+    """Registers `export` and its handler on the subparsers `commands`."""
+    from keras_caps.training import PRECISIONS
+
+    export = commands.add_parser(
+        "export", help="Export a saved .keras model as a SavedModel that "
+        "serves raw images.")
+    export.add_argument("--model-path", required=True)
+    export.add_argument("--export-dir", required=True)
+    export.add_argument("--reconstruction", action="store_true",
+                        help="Also serve the reconstruction.")
+    export.add_argument("--overwrite", action="store_true",
+                        help="Replace a previous keras-caps export at "
+                        "--export-dir. Anything else there (a file, other "
+                        "files, a SavedModel from elsewhere) is never "
+                        "replaced.")
+    export.add_argument("--input-range", default="pixels",
+                        choices=("pixels", "unit"),
+                        help="What the served signature takes: pixels "
+                        "(default), raw pixels in [0, 255] as the model "
+                        "was trained on; unit, images in [0, 1], which the "
+                        "signature multiplies by 255.")
+    export.add_argument("--precision", default=None, choices=PRECISIONS,
+                        help="Precision of the served convolutions: "
+                        "mixed_bfloat16 is faster on CPUs with "
+                        "bfloat16 instructions. Defaults to the model's.")
+    export.set_defaults(handler=run_export)
+
+
+def run_export(args):
+    """Exports `--model-path` to `--export-dir`. Returns 0."""
+    from keras_caps.export import check_export_target
+    from keras_caps.export import export_inference_model
+    from keras_caps.inference import load_model_file
+
+    if not os.path.exists(args.model_path):
+        raise ValueError("No model at `--model-path`. Received: "
+                         f"{args.model_path!r}")
+    # Checked before the (slow) model load as well as by the export.
+    check_export_target(args.export_dir, overwrite=args.overwrite,
+                        model_path=args.model_path)
+    export_inference_model(load_model_file(args.model_path,
+                                           "--model-path"),
+                           args.export_dir,
+                           reconstruction=args.reconstruction,
+                           precision=args.precision,
+                           overwrite=args.overwrite,
+                           model_path=args.model_path,
+                           input_range=args.input_range)
+    print(f"Exported the inference model to {args.export_dir}")
+    return 0

@@ -1,0 +1,116 @@
+"""`keras-caps train`: train, select, test, save and export one model."""
+
+import json
+import os
+
+from keras_caps.cli.argument_types import positive_float
+from keras_caps.cli.argument_types import positive_int
+from keras_caps.cli.shared_arguments import add_data_arguments
+from keras_caps.cli.shared_arguments import dataset_options
+
+
+def add_train_command(commands):
+    """Registers `train` and its handler on the subparsers `commands`."""
+    train = commands.add_parser(
+        "train", help="Train a model, select it on validation data, test "
+        "it, save it and export it.")
+    _add_recipe_arguments(train)
+    add_data_arguments(train)
+    _add_run_arguments(train)
+    _add_temperature_arguments(train)
+    train.set_defaults(handler=run_train)
+
+
+def _add_recipe_arguments(train):
+    from keras_caps.datasets import DATASETS
+    from keras_caps.training import MODELS
+    from keras_caps.training import PRECISIONS
+    from keras_caps.training import STRATEGIES
+
+    train.add_argument("--model", default="efficient_capsnet",
+                       choices=sorted(MODELS))
+    train.add_argument("--dataset", default="mnist", choices=sorted(DATASETS))
+    train.add_argument("--epochs", type=positive_int, default=None,
+                       help="Defaults to the model preset's (150 for "
+                       "EfficientCapsNet).")
+    train.add_argument("--batch-size", type=positive_int, default=None,
+                       help="Global batch size. Defaults to the model "
+                       "preset's (16 for EfficientCapsNet).")
+    train.add_argument("--steps-per-epoch", type=positive_int, default=None,
+                       help="Limit each epoch to this many steps.")
+    train.add_argument("--precision", default="float32", choices=PRECISIONS,
+                       help="mixed_float16 is for NVIDIA GPUs: CPUs compute "
+                       "float16 convolution gradients many times slower, "
+                       "and it warns there. mixed_bfloat16 "
+                       "is faster than float32 on CPUs with AVX-512 and on "
+                       "TPUs.")
+    train.add_argument("--strategy", default="auto", choices=STRATEGIES,
+                       help="auto: a TPU, else several GPUs, else one "
+                       "device.")
+
+
+def _add_run_arguments(train):
+    train.add_argument("--output-dir", default=None,
+                       help="Defaults to runs/<model>_<dataset>.")
+    train.add_argument("--seed", type=int, default=42)
+    train.add_argument("--validation", default="holdout",
+                       choices=("holdout", "test"),
+                       help="holdout: select the model on 10%% of the "
+                       "training data (default); test: the official "
+                       "protocol, test set as validation.")
+    train.add_argument("--no-reconstruction", dest="reconstruction",
+                       action="store_false", default=None,
+                       help="Train without the decoder (models that have "
+                       "one train with it by default).")
+    train.add_argument("--deterministic", action="store_true",
+                       help="Enable TensorFlow op determinism.")
+    train.add_argument("--backup-frequency", type=positive_int, default=500,
+                       help="Steps between crash-recovery backups.")
+    train.add_argument("--fresh", action="store_true",
+                       help="Delete what an earlier run wrote in "
+                       "--output-dir (its run.json, backup/, checkpoints/, "
+                       "history.csv, logs/, model.keras, keras-caps "
+                       "export/ and metrics.json; nothing else) and train "
+                       "from scratch. Without it, a folder made with other "
+                       "settings is refused and one with the same settings "
+                       "is resumed.")
+    train.add_argument("--worker-timeout", type=positive_float,
+                       default=600.0, metavar="SECONDS",
+                       help="multi_worker: how long to wait for the other "
+                       "workers to start before giving up (default 600).")
+
+
+def _add_temperature_arguments(train):
+    train.add_argument("--routing-temperature", type=float, default=None,
+                       help="Anneal the routing temperature of every router "
+                       "from this value (tau_0); logged per epoch.")
+    train.add_argument("--temperature-decay", type=float, default=0.0,
+                       help="Decay per step: tau_t = max(tau_min, tau_0 "
+                       "exp(-decay t)). Default: 0 (constant).")
+    train.add_argument("--min-temperature", type=float, default=None,
+                       help="The floor tau_min. Default: min(1, tau_0).")
+
+
+def run_train(args):
+    """Trains as the flags say; prints the metrics record. Returns 0."""
+    from keras_caps import training
+
+    output_dir = args.output_dir or os.path.join(
+        "runs", f"{args.model}_{args.dataset}")
+    record = training.train(
+        args.model, args.dataset, output_dir=output_dir,
+        epochs=args.epochs, batch_size=args.batch_size,
+        precision=args.precision, strategy=args.strategy,
+        data_dir=args.data_dir, seed=args.seed,
+        validation=args.validation, reconstruction=args.reconstruction,
+        deterministic=args.deterministic,
+        steps_per_epoch=args.steps_per_epoch,
+        backup_frequency=args.backup_frequency,
+        dataset_options=dataset_options(args), fresh=args.fresh,
+        worker_timeout=args.worker_timeout,
+        routing_temperature=args.routing_temperature,
+        temperature_decay=args.temperature_decay,
+        min_temperature=args.min_temperature, download=args.download)
+    print(json.dumps(record, indent=2, sort_keys=True))
+    print(f"Saved model, export and metrics under {output_dir}")
+    return 0
