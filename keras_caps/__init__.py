@@ -1,8 +1,9 @@
 """keras_caps: capsule networks for Keras 3.
 
 The backend-agnostic core (`ops`, `layers`, `losses`, `metrics`,
-`callbacks`, `applications`, `inference`, and `model_roles`, the names of
-the layers integrations look up) is imported here. The parts that need
+`callbacks`, `applications`, `inference`, `diagnostics`, and
+`model_roles`, the names of the layers integrations look up) is imported
+here. The parts that need
 TensorFlow or matplotlib (`keras_caps.datasets`, `keras_caps.training`,
 `keras_caps.export`, `keras_caps.visualization`, `keras_caps.evaluation`)
 are imported on first attribute access, so `import keras_caps` on the JAX
@@ -13,6 +14,7 @@ import importlib
 
 from keras_caps import applications
 from keras_caps import callbacks
+from keras_caps import diagnostics
 from keras_caps import inference
 from keras_caps import layers
 from keras_caps import losses

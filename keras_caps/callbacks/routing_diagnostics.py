@@ -2,6 +2,8 @@ import keras
 import numpy as np
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.diagnostics import diagnosable_routers
+from keras_caps.diagnostics import routing_layer_diagnostics
 
 
 @keras_caps_export("keras_caps.callbacks.RoutingDiagnostics")
@@ -10,7 +12,7 @@ class RoutingDiagnostics(keras.callbacks.Callback):
 
     At the end of every epoch the callback runs the model on `inputs` up
     to each routing layer, computes
-    `keras_caps.visualization.routing_layer_diagnostics` and adds to the
+    `keras_caps.diagnostics.routing_layer_diagnostics` and adds to the
     epoch's logs, for each routing layer `<layer>`:
 
     - `routing_<layer>_entropy`: the mean coupling entropy (nats);
@@ -20,8 +22,11 @@ class RoutingDiagnostics(keras.callbacks.Callback):
     - `routing_<layer>_top3_concentration`: the share of a parent's
       coupling mass on its top-3 children, mean over the parents;
     - `routing_<layer>_geometric_agreement_<t>`: `L_geo` of routing pass
-      `t = 1, 2, ...` (for routers that expose their passes,
-      `AttentionRouting`).
+      `t = 1, 2, ...` (for routers whose trace has votes).
+
+    The routers are checked when training begins: a model without a
+    router in its own graph, or a `layer_names` entry that is not one,
+    fails then, not after the first epoch.
 
     Callbacks see the same logs in list order: put this one before
     `keras.callbacks.CSVLogger` and `keras.callbacks.TensorBoard` so they
@@ -61,17 +66,13 @@ class RoutingDiagnostics(keras.callbacks.Callback):
         self.layer_names = layer_names
         self.prefix = prefix
 
+    def on_train_begin(self, logs=None):
+        diagnosable_routers(self.model, self.layer_names)
+
     def diagnostics(self):
         """The values logged now: dict from log key to float."""
-        from keras_caps.visualization import routing_layer_diagnostics
-
         found = routing_layer_diagnostics(self.model, self.inputs,
                                           self.layer_names)
-        if not found:
-            raise ValueError(
-                "`RoutingDiagnostics` found no routing layer in the model. "
-                "Received: a model with layers "
-                f"{[layer.name for layer in self.model.layers]}")
         values = {}
         for layer, numbers in found.items():
             key = f"{self.prefix}_{layer}"

@@ -7,7 +7,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
-from keras_caps.layers.routing_temperature import RoutingTemperature
+from keras_caps.diagnostics.router_search import find_routers
 
 LOG_NAME = "routing_temperature"
 
@@ -159,11 +159,7 @@ class RoutingTemperatureScheduler(keras.callbacks.Callback):
 
     def _routing_layers(self):
         """The routing layers to anneal, found at any depth of the model."""
-        # Keras has no public recursive layer list; `_flatten_layers` is
-        # what `Model.get_layer` and the saving code walk.
-        layers = [layer for layer in self.model._flatten_layers(
-            include_self=False, recursive=True)
-            if isinstance(layer, RoutingTemperature)]
+        layers = find_routers(self.model)
         if self.layer_names is not None:
             by_name = {layer.name: layer for layer in layers}
             missing = [name for name in self.layer_names

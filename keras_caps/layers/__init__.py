@@ -4,6 +4,7 @@ from keras_caps.layers.attention_routing import AttentionRouting
 from keras_caps.layers.conv_primary_caps import ConvPrimaryCaps
 from keras_caps.layers.dynamic_routing import DynamicRouting
 from keras_caps.layers.fc_caps import FCCaps
+from keras_caps.layers.hybrid_routing import HybridRouting
 from keras_caps.layers.inverted_attention_routing import (
     InvertedAttentionRouting,
 )
@@ -13,5 +14,7 @@ from keras_caps.layers.inverted_attention_routing_stack import (
 from keras_caps.layers.length import Length
 from keras_caps.layers.mask import Mask
 from keras_caps.layers.primary_caps import PrimaryCaps
+from keras_caps.layers.router import Router
+from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.layers.squash import Squash
 from keras_caps.layers.vector_routing import VectorRouting

@@ -4,7 +4,8 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
-from keras_caps.layers.routing_temperature import RoutingTemperature
+from keras_caps.layers.router import Router
+from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_choice
@@ -17,7 +18,7 @@ NORMALIZATIONS = ("parents", "children")
 
 
 @keras_caps_export("keras_caps.layers.AttentionRouting")
-class AttentionRouting(RoutingTemperature, keras.layers.Layer):
+class AttentionRouting(Router):
     """Capsule layer with query-key-value attention routing.
 
     One attention pass replaces the iterative agreement loop: each parent
@@ -153,8 +154,7 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             kernel_initializer = (
                 keras.initializers.TruncatedNormal(stddev=0.1)
                 if value_form == "votes" else "glorot_uniform")
-        super().__init__(**kwargs)
-        self._init_temperature(temperature)
+        super().__init__(temperature=temperature, **kwargs)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.num_iterations = num_iterations
@@ -172,7 +172,13 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
         self._head_dim = capsule_dim // num_heads
         self._score_scale = 1.0 / math.sqrt(key_dim)
 
-    def build(self, input_shape):
+    legacy_weights_without_temperature = True
+
+    @property
+    def normalization_axis(self):
+        return self.normalization
+
+    def build_router(self, input_shape):
         children_shape, activations_shape = self._split_shapes(input_shape)
         self._check_shapes(children_shape, activations_shape)
         num_inputs = math.prod(children_shape[1:-1])
@@ -209,46 +215,24 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
                 initializer="zeros")
         else:
             self.position_term = None
-        self._build_temperature()
         self._children_shape = (None,) + tuple(children_shape[1:])
         self._num_inputs = num_inputs
 
-    def call(self, inputs, return_couplings=False):
-        trace = self._route(inputs, keep_passes=False)
-        parents, couplings = trace["parents"][-1], trace["couplings"][-1]
-        if return_couplings:
-            return parents, ops.cast(couplings, parents.dtype)
-        return parents
+    def compute_routing(self, inputs, keep_passes=False):
+        trace = self._route(inputs, keep_passes=keep_passes)
+        votes = self._votes(trace["children"]) if keep_passes else None
+        return RoutingPasses(
+            outputs=trace["parents"][-1], couplings=trace["couplings"],
+            agreement=trace["scores"], parents=trace["parents"],
+            votes=votes)
 
-    def routing_trace(self, inputs):
-        """Every routing pass, for diagnostics.
-
-        Args:
-            inputs: As for `call`.
-
-        Returns:
-            A dict with `"votes"`, the values each child proposes to each
-            parent `(batch, num_inputs, num_capsules, capsule_dim)` (with
-            `value_form="shared"`, the shared value repeated for every
-            parent); `"couplings"`, a list with each pass's couplings
-            `(batch, num_heads, num_inputs, num_capsules)` (float32); and
-            `"parents"`, a list with each pass's parents `(batch,
-            num_capsules, capsule_dim)`.
-        """
-        if not self.built:
-            raise ValueError(
-                "`routing_trace` needs a built `AttentionRouting`: call the "
-                "layer on inputs (or `build` it) first.")
-        trace = self._route(inputs, keep_passes=True)
-        children = trace["children"]  # (b, i, a), activations applied
+    def _votes(self, children):
+        """What each child proposes to each parent, `(b, i, j, z)`."""
         kernel = ops.cast(self.kernel, children.dtype)
         if self.value_form == "votes":
-            votes = ops.einsum("bia,iajz->bijz", children, kernel)
-        else:
-            votes = ops.repeat(ops.expand_dims(
-                ops.matmul(children, kernel), 2), self.num_capsules, axis=2)
-        return {"votes": votes, "couplings": trace["couplings"],
-                "parents": trace["parents"]}
+            return ops.einsum("bia,iajz->bijz", children, kernel)
+        return ops.repeat(ops.expand_dims(
+            ops.matmul(children, kernel), 2), self.num_capsules, axis=2)
 
     # --- Routing ---------------------------------------------------------
     # b: batch, i: children, j: parents, a: input dim, h: heads,
@@ -276,7 +260,7 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             children = children * activations
         values = None if self.value_form == "votes" else (
             self._shared_values(children))
-        all_parents, all_couplings = [], []
+        all_parents, all_couplings, all_scores = [], [], []
         parents = None
         for iteration in range(self.num_iterations):
             # (b, h, i, j) scores, in float32.
@@ -306,8 +290,9 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             if position_keys is not None:
                 scores = scores + ops.einsum(position_equation,
                                              position_keys, queries)
-            couplings = self._tempered_softmax(
-                scores * self._score_scale,
+            scores = scores * self._score_scale
+            couplings = self.tempered_softmax(
+                scores,
                 axis=3 if self.normalization == "parents" else 2)
             parents = capsule_ops.squash(
                 self._weighted_sum(ops.cast(couplings, dtype), children,
@@ -316,8 +301,9 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             if keep_passes or iteration == self.num_iterations - 1:
                 all_parents.append(parents)
                 all_couplings.append(couplings)
+                all_scores.append(scores)
         return {"parents": all_parents, "couplings": all_couplings,
-                "children": children}
+                "scores": all_scores, "children": children}
 
     def _position_keys(self):
         """The position term per child: `(h, i, k)`, float32."""
@@ -476,21 +462,10 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
         self._check_shapes(children_shape, activations_shape)
         return (children_shape[0], self.num_capsules, self.capsule_dim)
 
-    def compute_output_spec(self, inputs, return_couplings=False):
-        children, activations = self._split_inputs(inputs)
-        children_shape = tuple(children.shape)
-        outputs = keras.KerasTensor(
-            self.compute_output_shape(
-                children_shape if activations is None
-                else [children_shape, tuple(activations.shape)]),
-            dtype=self.compute_dtype)
-        if not return_couplings:
-            return outputs
-        couplings = keras.KerasTensor(
-            (children_shape[0], self.num_heads,
-             math.prod(children_shape[1:-1]), self.num_capsules),
-            dtype=self.compute_dtype)
-        return outputs, couplings
+    def compute_couplings_shape(self, input_shape):
+        children_shape, _ = self._split_shapes(input_shape)
+        return (children_shape[0], self.num_heads,
+                math.prod(children_shape[1:-1]), self.num_capsules)
 
     def get_config(self):
         config = super().get_config()
@@ -504,7 +479,6 @@ class AttentionRouting(RoutingTemperature, keras.layers.Layer):
             "normalization": self.normalization,
             "use_position_term": self.use_position_term,
             "squash": self.squash,
-            "temperature": self.temperature,
             "kernel_initializer":
                 keras.initializers.serialize(self.kernel_initializer),
             "attention_initializer":

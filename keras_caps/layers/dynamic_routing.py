@@ -1,26 +1,22 @@
-import math
-
 import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
-from keras_caps.layers.routing_temperature import RoutingTemperature
+from keras_caps.layers.router import Router
+from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
-from keras_caps.validation import check_choice
-from keras_caps.validation import check_number
 from keras_caps.validation import check_positive_int
 from keras_caps.validation import serialize_regularizers_and_constraints
 from keras_caps.validation import set_regularizers_and_constraints
 
-ATTENTION_FORMS = (None, "bilinear", "concat")
-# The negative slope of the concatenation form's LeakyReLU, as in graph
-# attention networks (Velickovic et al., 2018), whose scores it follows.
-ATTENTION_LEAKY_SLOPE = 0.2
+# The arguments of the hybrid, which `DynamicRouting` took before
+# `HybridRouting` existed; a saved config with them loads as the hybrid.
+HYBRID_ARGUMENTS = ("attention", "attention_weight", "attention_initializer")
 
 
 @keras_caps_export("keras_caps.layers.DynamicRouting")
-class DynamicRouting(RoutingTemperature, keras.layers.Layer):
+class DynamicRouting(Router):
     """Fully connected capsule layer with routing-by-agreement (Sabour et al.).
 
     Each input (child) capsule `i` votes for every output (parent) capsule
@@ -39,27 +35,7 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         logits[i, j]   += <votes[i, j], outputs[j]>     # not after the last
     ```
 
-    With `attention="bilinear"` or `"concat"` the couplings take an
-    attention term weighted by a learned scalar `lambda` (the hybrid of
-    routing-by-agreement and attention), and the temperature divides the
-    whole logit:
-
-    ```
-    couplings[i, :] = softmax((logits[i, :] + lambda * a[i, :]) / temperature)
-    bilinear: a[i, j] = inputs[i] @ W_a @ votes[i, j] / sqrt(D_in)
-    concat:   a[i, j] = LeakyReLU(w_a @ [votes[i, j]; outputs[j]] + b_a)
-    ```
-
-    `W_a` is `(D_in, D_out)`, so the bilinear score is a `D_in`-dimensional
-    dot product, scaled as in scaled dot-product attention; it compares a
-    child with its own vote and is the same in every iteration. The
-    concatenation score (the form of graph attention networks, LeakyReLU
-    slope 0.2) compares a vote with the current parent output: it is
-    recomputed each iteration, with `outputs = 0` before the first. With
-    `lambda = 0` the couplings are exactly those of plain routing, and the
-    default initial `attention_weight=0.0` starts training from there.
-    With `stop_inner_gradients=True` the attention term reads the same
-    (stopped) votes as the agreement in the inner iterations.
+    `HybridRouting` adds an attention term to the routing logits.
 
     By default gradients flow through every iteration, as in the official
     code and the Keras port. With `stop_inner_gradients=True` the votes are
@@ -102,17 +78,6 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
             are `softmax(logits / temperature)`. Held as a non-trainable
             variable (`layer.temperature = 0.5` changes it, also during
             `fit`). Defaults to `1.0`, plain routing-by-agreement.
-        attention: `None`, `"bilinear"` or `"concat"`. The attention term
-            added to the routing logits (see above). Defaults to `None`:
-            plain routing-by-agreement, no extra weights.
-        attention_weight: float. Initial value of the learned scalar
-            `lambda` that weights the attention term (after `build`,
-            `layer.attention_weight` is its variable). Defaults to `0.0`
-            (training starts from plain routing). Ignored without
-            `attention`.
-        attention_initializer: Initializer for `W_a` (bilinear) or `w_a`
-            (concat); `b_a` starts at zero. Defaults to
-            `"glorot_uniform"`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -125,9 +90,10 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
     Returns:
         Tensor of shape `(batch, num_capsules, capsule_dim)`; with
         `return_couplings=True`, a tuple `(outputs, couplings)` with
-        couplings of shape `(batch, num_capsules, num_input_capsules)` (the
-        layout of `FCCaps`) that sum to 1 over the output capsules (to
-        less than 1 with `leaky=True`).
+        couplings of shape `(batch, 1, num_input_capsules, num_capsules)`
+        (the `Router` layout) that sum to 1 over the output capsules (to
+        less than 1 with `leaky=True`). `routing_trace` returns every
+        iteration's couplings and routing logits.
 
     Example:
 
@@ -140,47 +106,40 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
     - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
     """
 
+    legacy_weights_without_temperature = True
+    legacy_couplings_layout = True
+
     def __init__(self, num_capsules, capsule_dim, num_iterations=3,
                  stop_inner_gradients=False, leaky=False, use_bias=False,
                  kernel_initializer=None, bias_initializer=None,
                  kernel_regularizer=None, bias_regularizer=None,
                  kernel_constraint=None, bias_constraint=None,
-                 temperature=1.0, attention=None, attention_weight=0.0,
-                 attention_initializer="glorot_uniform", **kwargs):
+                 temperature=1.0, **kwargs):
+        if kwargs.get("attention") is not None:
+            raise ValueError(
+                "`DynamicRouting` no longer takes `attention`: the hybrid "
+                "of routing-by-agreement and attention is "
+                "`keras_caps.layers.HybridRouting(attention=...)`. "
+                f"Received: attention={kwargs['attention']!r}")
+        kwargs.pop("attention", None)
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         num_iterations = check_positive_int("num_iterations", num_iterations)
         check_bool("stop_inner_gradients", stop_inner_gradients)
         check_bool("leaky", leaky)
         check_bool("use_bias", use_bias)
-        check_choice("attention", attention, ATTENTION_FORMS)
-        attention_weight = check_number("attention_weight", attention_weight)
-        if not math.isfinite(attention_weight):
-            raise ValueError(
-                "Received an invalid value for `attention_weight`, expected "
-                "a finite number. Received: "
-                f"attention_weight={attention_weight!r}")
         if kernel_initializer is None:
             kernel_initializer = keras.initializers.TruncatedNormal(
                 stddev=0.1)
         if bias_initializer is None:
             bias_initializer = keras.initializers.Constant(0.1)
-        super().__init__(**kwargs)
-        self._init_temperature(temperature)
+        super().__init__(temperature=temperature, **kwargs)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.num_iterations = num_iterations
         self.stop_inner_gradients = stop_inner_gradients
         self.leaky = leaky
         self.use_bias = use_bias
-        self.attention = attention
-        self._initial_attention_weight = attention_weight
-        # Weights of the attention term, created by `build`.
-        self.attention_kernel = None
-        self.attention_bias = None
-        self.attention_weight = None
-        self.attention_initializer = keras.initializers.get(
-            attention_initializer)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         set_regularizers_and_constraints(
@@ -188,13 +147,13 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
             bias=(bias_regularizer, bias_constraint))
         self.input_spec = keras.InputSpec(ndim=3)
 
-    def build(self, input_shape):
+    def build_router(self, input_shape):
         self._check_input_shape(input_shape)
         num_inputs, input_dim = input_shape[-2], input_shape[-1]
         if num_inputs is None or input_dim is None:
             raise ValueError(
-                "`DynamicRouting` needs a known number of input capsules and "
-                "input capsule dimension. Received: "
+                f"`{type(self).__name__}` needs a known number of input "
+                "capsules and input capsule dimension. Received: "
                 f"input_shape={tuple(input_shape)}")
         self.kernel = self.add_weight(
             name="kernel",
@@ -211,137 +170,104 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
                 constraint=self.bias_constraint)
         else:
             self.bias = None
-        self._build_attention(input_dim)
-        self._build_temperature()
 
-    def _build_attention(self, input_dim):
-        # No weights without attention: saved models stay as they were.
-        self.attention_kernel = None
-        self.attention_bias = None
-        self.attention_weight = None
-        if self.attention is None:
-            return
-        if self.attention == "bilinear":
-            kernel_shape = (input_dim, self.capsule_dim)  # W_a
-            self._inverse_sqrt_input_dim = 1.0 / math.sqrt(input_dim)
-        else:
-            kernel_shape = (2 * self.capsule_dim,)  # w_a on [vote; output]
-        self.attention_kernel = self.add_weight(
-            name="attention_kernel", shape=kernel_shape,
-            initializer=self.attention_initializer)
-        if self.attention == "concat":
-            self.attention_bias = self.add_weight(
-                name="attention_bias", shape=(), initializer="zeros")
-        self.attention_weight = self.add_weight(
-            name="attention_weight", shape=(),
-            initializer=keras.initializers.Constant(
-                self._initial_attention_weight))
-
-    def call(self, inputs, return_couplings=False):
+    def compute_routing(self, inputs, keep_passes=False):
         self._check_input_shape(inputs.shape)
         # b: batch, i: input capsules, j: output capsules,
         # d: input capsule dim, z: output capsule dim
         # The votes are computed once, in the (b, j, i, z) layout where both
         # routing contractions are batched matrix products over (b, j) that
         # read the votes in place: no transposed copy per iteration.
-        votes = ops.einsum("bid,idjz->bjiz", inputs, self.kernel)
-        num_inputs = ops.shape(votes)[2]
+        live_votes = ops.einsum("bid,idjz->bjiz", inputs, self.kernel)
+        # The agreement reads float32 votes (a float32 copy only under
+        # mixed precision): logits and softmax stay float32.
+        live_wide_votes = capsule_ops.at_least_float32(live_votes)
+        extra_logits = self.extra_logits(inputs, live_wide_votes)
         # (b, j, i): routing logits, per example, from the runtime batch.
-        logits = ops.zeros((ops.shape(votes)[0], self.num_capsules,
-                            num_inputs), dtype=votes.dtype)
-        live_votes = votes
-        projected = None
-        if self.attention == "bilinear":
-            # (b, i, d) @ (d, z) -> (b, i, z): u_i^T W_a / sqrt(d), in
-            # float32 as the whole attention term (quadratic in the
-            # inputs, it overflows float16).
-            projected = ops.matmul(
-                capsule_ops.at_least_float32(inputs),
-                ops.cast(self.attention_kernel, "float32"),
-            ) * self._inverse_sqrt_input_dim
+        logits = ops.zeros(ops.shape(live_wide_votes)[:3], dtype="float32")
         outputs = None
+        couplings_passes, logit_passes, parent_passes = [], [], []
         for iteration in range(self.num_iterations):
             is_last = iteration == self.num_iterations - 1
-            if self.stop_inner_gradients and not is_last:
-                votes = ops.stop_gradient(live_votes)
-            else:
-                votes = live_votes
-            if self.attention is None:
-                routing_logits = logits
-            else:
-                # (b, j, i), float32
-                attention = self._attention_logits(votes, projected, outputs)
-                routing_logits = capsule_ops.at_least_float32(logits) + (
-                    ops.cast(self.attention_weight, "float32") * attention)
-            couplings = ops.cast(self._couplings(routing_logits),
-                                 votes.dtype)  # (b, j, i)
+            stopped = self.stop_inner_gradients and not is_last
+            votes = ops.stop_gradient(live_votes) if stopped else live_votes
+            wide_votes = (ops.stop_gradient(live_wide_votes) if stopped
+                          else live_wide_votes)
+            routing_logits = logits
+            if extra_logits is not None:  # (b, j, i), float32
+                routing_logits = logits + extra_logits(outputs, stopped)
+            couplings = self._couplings(routing_logits)  # (b, j, i)
             # (b, j, 1, i) @ (b, j, i, z) -> (b, j, z)
-            weighted = ops.squeeze(
-                ops.matmul(ops.expand_dims(couplings, 2), votes), 2)
+            weighted = ops.squeeze(ops.matmul(
+                ops.expand_dims(ops.cast(couplings, votes.dtype), 2),
+                votes), 2)
             if self.bias is not None:
                 weighted = weighted + ops.cast(self.bias, weighted.dtype)
             outputs = capsule_ops.squash(weighted, variant="sabour")
+            if keep_passes or is_last:
+                couplings_passes.append(couplings)
+                logit_passes.append(routing_logits)
+                parent_passes.append(outputs)
             if not is_last:
                 # (b, j, i, z) @ (b, j, z, 1) -> (b, j, i)
-                agreement = ops.squeeze(
-                    ops.matmul(votes, ops.expand_dims(outputs, -1)), -1)
-                logits = logits + agreement
-        if return_couplings:
-            return outputs, couplings
-        return outputs
+                logits = logits + ops.squeeze(ops.matmul(
+                    wide_votes, ops.expand_dims(
+                        capsule_ops.at_least_float32(outputs), -1)), -1)
+        return RoutingPasses(
+            outputs=outputs,
+            couplings=[_router_layout(c) for c in couplings_passes],
+            agreement=[_router_layout(a) for a in logit_passes],
+            parents=parent_passes,
+            votes=(ops.transpose(live_votes, (0, 2, 1, 3)) if keep_passes
+                   else None),
+            extras={"legacy_couplings": couplings_passes[-1]})
 
-    def _attention_logits(self, votes, projected, outputs):
-        """The attention term `a` (b, j, i) of the hybrid, in float32.
+    def extra_logits(self, inputs, wide_votes):
+        """A term added to the routing logits in every iteration, or `None`.
 
-        `votes` (b, j, i, z); `projected` (b, i, z) the children times
-        `W_a / sqrt(d)` (bilinear); `outputs` (b, j, z) the current parents,
-        `None` before the first iteration (concat).
+        For subclasses such as `HybridRouting`: returns `None` (plain
+        routing-by-agreement) or a function `(outputs, stopped) -> (batch,
+        num_capsules, num_input_capsules)` float32 logits, given the
+        current parents (`None` before the first iteration) and whether
+        this iteration's votes are gradient-stopped. It is called once per
+        layer call, so work constant across iterations is done once.
+
+        Args:
+            inputs: The children `(batch, num_input_capsules, input_dim)`.
+            wide_votes: The votes `(batch, num_capsules,
+                num_input_capsules, capsule_dim)` in at least float32.
         """
-        votes = capsule_ops.at_least_float32(votes)
-        if self.attention == "bilinear":
-            # (b, j, i, z) * (b, 1, i, z) summed over z -> (b, j, i)
-            return ops.sum(votes * ops.expand_dims(projected, 1), axis=-1)
-        kernel = ops.cast(self.attention_kernel, "float32")
-        vote_kernel = kernel[:self.capsule_dim]  # (z,)
-        output_kernel = kernel[self.capsule_dim:]  # (z,)
-        # (b, j, i, z) @ (z, 1) -> (b, j, i)
-        scores = ops.squeeze(
-            ops.matmul(votes, ops.expand_dims(vote_kernel, -1)), -1)
-        if outputs is not None:  # outputs = 0 before the first iteration
-            # (b, j, z) @ (z, 1) -> (b, j, 1)
-            scores = scores + ops.matmul(
-                capsule_ops.at_least_float32(outputs),
-                ops.expand_dims(output_kernel, -1))
-        scores = scores + ops.cast(self.attention_bias, "float32")
-        return ops.leaky_relu(scores, negative_slope=ATTENTION_LEAKY_SLOPE)
+        return None
 
     def _couplings(self, logits):
         if not self.leaky:
-            return self._tempered_softmax(logits, axis=1)
+            return self.tempered_softmax(logits, axis=1)
         leak = ops.zeros_like(logits[:, :1, :])  # (b, 1, i)
-        couplings = self._tempered_softmax(
+        couplings = self.tempered_softmax(
             ops.concatenate([leak, logits], axis=1), axis=1)
         return couplings[:, 1:, :]
+
+    def legacy_couplings(self, passes):
+        # (b, j, i), in the compute dtype
+        return ops.cast(passes.extras["legacy_couplings"],
+                        passes.outputs.dtype)
 
     def compute_output_shape(self, input_shape):
         self._check_input_shape(input_shape)
         return (input_shape[0], self.num_capsules, self.capsule_dim)
 
-    def compute_output_spec(self, inputs, return_couplings=False):
-        outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape),
-                                    dtype=self.compute_dtype)
-        if not return_couplings:
-            return outputs
-        couplings = keras.KerasTensor(
-            (inputs.shape[0], self.num_capsules, inputs.shape[1]),
-            dtype=self.compute_dtype)
-        return outputs, couplings
+    def compute_couplings_shape(self, input_shape):
+        return (input_shape[0], 1, input_shape[1], self.num_capsules)
+
+    def compute_legacy_couplings_shape(self, input_shape):
+        return (input_shape[0], self.num_capsules, input_shape[1])
 
     def _check_input_shape(self, input_shape):
         input_shape = tuple(input_shape)
+        name = type(self).__name__
         if len(input_shape) != 3:
             raise ValueError(
-                "`DynamicRouting` expects a 3-D input (batch, "
+                f"`{name}` expects a 3-D input (batch, "
                 "num_input_capsules, input_capsule_dim). Received: "
                 f"input_shape={input_shape}")
         if not self.built:
@@ -350,7 +276,7 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
         for received, built in zip(input_shape[1:], expected):
             if received is not None and received != built:
                 raise ValueError(
-                    "`DynamicRouting` was built for inputs of "
+                    f"`{name}` was built for inputs of "
                     f"{expected[0]} capsules of dimension {expected[1]}, "
                     "expected an input of shape (batch, "
                     f"{expected[0]}, {expected[1]}). Received: "
@@ -365,17 +291,29 @@ class DynamicRouting(RoutingTemperature, keras.layers.Layer):
             "stop_inner_gradients": self.stop_inner_gradients,
             "leaky": self.leaky,
             "use_bias": self.use_bias,
-            "temperature": self.temperature,
-            "attention": self.attention,
-            "attention_weight": self._initial_attention_weight,
-            "attention_initializer":
-                keras.initializers.serialize(self.attention_initializer),
             "kernel_initializer":
                 keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer":
                 keras.initializers.serialize(self.bias_initializer),
         })
         config.update(
-            serialize_regularizers_and_constraints(self, ('kernel', 'bias')))
+            serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        if cls is DynamicRouting and config.get("attention") is not None:
+            # Saved as `DynamicRouting(attention=...)`, before the hybrid
+            # was its own class.
+            from keras_caps.layers.hybrid_routing import HybridRouting
+
+            return HybridRouting.from_config(config)
+        if cls is DynamicRouting:
+            config = {key: value for key, value in config.items()
+                      if key not in HYBRID_ARGUMENTS}
+        return super().from_config(config)
+
+
+def _router_layout(tensor):
+    """(b, j, i) -> (b, 1, i, j), the `Router` couplings layout."""
+    return ops.expand_dims(ops.transpose(tensor, (0, 2, 1)), 1)

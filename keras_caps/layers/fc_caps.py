@@ -4,7 +4,8 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
-from keras_caps.layers.routing_temperature import RoutingTemperature
+from keras_caps.layers.router import Router
+from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
@@ -15,7 +16,7 @@ AGREEMENT_SCALES = ("output_dim", "input_dim")
 
 
 @keras_caps_export("keras_caps.layers.FCCaps")
-class FCCaps(RoutingTemperature, keras.layers.Layer):
+class FCCaps(Router):
     """Fully connected capsules with Efficient-CapsNet self-attention routing.
 
     Each input capsule `i` votes for every output capsule `j` through its
@@ -73,8 +74,9 @@ class FCCaps(RoutingTemperature, keras.layers.Layer):
     Returns:
         Tensor of shape `(batch, num_capsules, capsule_dim)`; with
         `return_couplings=True`, a tuple `(outputs, couplings)` with
-        couplings of shape `(batch, num_capsules, num_input_capsules)` that
-        sum to 1 over the output capsules.
+        couplings of shape `(batch, 1, num_input_capsules, num_capsules)`
+        (the `Router` layout) that sum to 1 over the output capsules.
+        `routing_trace` also returns the agreement and the votes.
 
     Example:
 
@@ -94,8 +96,7 @@ class FCCaps(RoutingTemperature, keras.layers.Layer):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         check_choice("agreement_scale", agreement_scale, AGREEMENT_SCALES)
-        super().__init__(**kwargs)
-        self._init_temperature(temperature)
+        super().__init__(temperature=temperature, **kwargs)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.agreement_scale = agreement_scale
@@ -106,7 +107,10 @@ class FCCaps(RoutingTemperature, keras.layers.Layer):
             prior=(prior_regularizer, prior_constraint))
         self.input_spec = keras.InputSpec(ndim=3)
 
-    def build(self, input_shape):
+    legacy_weights_without_temperature = True
+    legacy_couplings_layout = True
+
+    def build_router(self, input_shape):
         self.compute_output_shape(input_shape)  # Checks the rank.
         num_inputs, input_dim = input_shape[-2], input_shape[-1]
         if num_inputs is None or input_dim is None:
@@ -131,32 +135,42 @@ class FCCaps(RoutingTemperature, keras.layers.Layer):
         else:
             scale_dim = input_dim
         self._inverse_sqrt_dim = 1.0 / math.sqrt(scale_dim)
-        self._build_temperature()
         self.input_spec = keras.InputSpec(
             ndim=3, axes={-2: num_inputs, -1: input_dim})
 
-    def call(self, inputs, return_couplings=False):
+    def compute_routing(self, inputs, keep_passes=False):
         # b: batch, i: input capsules, j: output capsules,
         # d: input capsule dim, z: output capsule dim
         votes = ops.einsum("bid,jidz->bjiz", inputs, self.kernel)
-        total = ops.sum(votes, axis=2, keepdims=True)  # (b, j, 1, z)
         # The agreement, a sum of products of votes, overflows float16 for
-        # large inputs: compute it and its softmax in float32.
-        agreement = ops.sum(
-            capsule_ops.at_least_float32(votes)
-            * capsule_ops.at_least_float32(total), axis=-1)  # (b, j, i)
+        # large inputs: the vote total, the agreement and its softmax are
+        # float32.
+        wide_votes = capsule_ops.at_least_float32(votes)
+        total = ops.sum(wide_votes, axis=2, keepdims=True)  # (b, j, 1, z)
+        agreement = ops.sum(wide_votes * total, axis=-1)  # (b, j, i)
         agreement = agreement * self._inverse_sqrt_dim
-        couplings = ops.cast(self._tempered_softmax(agreement, axis=1),
-                             votes.dtype)  # sums to 1 over j
+        couplings = self.tempered_softmax(agreement, axis=1)  # over j
         # (b, j, i): the prior is added after the softmax, as in the
         # official code.
-        routing_weights = couplings + ops.squeeze(self.prior, -1)
+        routing_weights = ops.cast(couplings, votes.dtype) + ops.squeeze(
+            self.prior, -1)
         # (b, j, z)
         outputs = ops.einsum("bji,bjiz->bjz", routing_weights, votes)
         outputs = capsule_ops.squash(outputs, variant="efficient")
-        if return_couplings:
-            return outputs, couplings
-        return outputs
+        # (b, j, i) -> (b, 1, i, j), the `Router` layout
+        return RoutingPasses(
+            outputs=outputs,
+            couplings=[ops.expand_dims(ops.transpose(couplings, (0, 2, 1)),
+                                       1)],
+            agreement=[ops.expand_dims(ops.transpose(agreement, (0, 2, 1)),
+                                       1)],
+            votes=ops.transpose(votes, (0, 2, 1, 3)) if keep_passes else None,
+            extras={"legacy_couplings": couplings})
+
+    def legacy_couplings(self, passes):
+        # (b, j, i), in the compute dtype
+        return ops.cast(passes.extras["legacy_couplings"],
+                        passes.outputs.dtype)
 
     def compute_output_shape(self, input_shape):
         if len(input_shape) != 3:
@@ -166,15 +180,11 @@ class FCCaps(RoutingTemperature, keras.layers.Layer):
                 f"input_shape={tuple(input_shape)}")
         return (input_shape[0], self.num_capsules, self.capsule_dim)
 
-    def compute_output_spec(self, inputs, return_couplings=False):
-        outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape),
-                                    dtype=self.compute_dtype)
-        if not return_couplings:
-            return outputs
-        couplings = keras.KerasTensor(
-            (inputs.shape[0], self.num_capsules, inputs.shape[1]),
-            dtype=self.compute_dtype)
-        return outputs, couplings
+    def compute_couplings_shape(self, input_shape):
+        return (input_shape[0], 1, input_shape[1], self.num_capsules)
+
+    def compute_legacy_couplings_shape(self, input_shape):
+        return (input_shape[0], self.num_capsules, input_shape[1])
 
     def get_config(self):
         config = super().get_config()
@@ -182,7 +192,6 @@ class FCCaps(RoutingTemperature, keras.layers.Layer):
             "num_capsules": self.num_capsules,
             "capsule_dim": self.capsule_dim,
             "agreement_scale": self.agreement_scale,
-            "temperature": self.temperature,
             "kernel_initializer":
                 keras.initializers.serialize(self.kernel_initializer),
             "prior_initializer":

@@ -4,7 +4,9 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
-from keras_caps.layers.routing_temperature import RoutingTemperature
+from keras_caps.layers.router import Router
+from keras_caps.layers.routing_pass import RoutingPasses
+from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_number
@@ -16,7 +18,7 @@ POSES = ("matrix", "vector")
 
 
 @keras_caps_export("keras_caps.layers.InvertedAttentionRouting")
-class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
+class InvertedAttentionRouting(Router):
     """Capsule layer with inverted dot-product attention routing (Tsai et al.).
 
     Children vote for parents; a vote's weight is the softmax over the
@@ -70,9 +72,14 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
         parents: Optional current parent poses, of the output shape: run
             one agreement pass against them. Defaults to `None`.
         training: bool. Whether dropout is active.
-        return_couplings: bool. Also return the last pass's couplings,
-            `(batch, num_capsules, children)` or `(batch, H', W',
-            num_capsules, k, k, N)`. Defaults to `False`.
+        return_couplings: bool. Also return the last pass's couplings in
+            the `Router` layout `(batch, 1, children, num_capsules)`,
+            summing to 1 over the parents. Fully connected, `children` are
+            the input capsules (`H * W * N` for a capsule map, row-major);
+            convolutional, they are the (output position, window offset,
+            child type) triples, `H' * W' * k * k * N` of them in
+            row-major order, each routing to the `num_capsules` parents at
+            its output position. Defaults to `False`.
 
     Returns:
         The parent poses, or `(poses, couplings)`.
@@ -120,8 +127,7 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
             raise ValueError(
                 "Received an invalid value for `epsilon`, expected a "
                 f"positive number. Received: epsilon={epsilon!r}")
-        super().__init__(**kwargs)
-        self._init_temperature(temperature)
+        super().__init__(temperature=temperature, **kwargs)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.kernel_size = kernel_size
@@ -138,7 +144,10 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
         self._inverse_sqrt_dim = 1.0 / math.sqrt(capsule_dim)
         self._pose_side = math.isqrt(capsule_dim)
 
-    def build(self, input_shape):
+    legacy_weights_without_temperature = True
+    legacy_couplings_layout = True
+
+    def build_router(self, input_shape):
         self._check_input_shape(input_shape)
         input_shape = tuple(input_shape)
         input_dim = input_shape[-1]
@@ -170,7 +179,6 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
             name="kernel", shape=kernel_shape, initializer=initializer,
             regularizer=self.kernel_regularizer,
             constraint=self.kernel_constraint)
-        self._build_temperature()
         state_shape = (None, self._num_positions, self.num_capsules,
                        self.capsule_dim)
         if self.dropout > 0.0:
@@ -193,26 +201,52 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
 
     def call(self, inputs, parents=None, training=None,
              return_couplings=False):
+        passes = self.compute_routing(inputs, parents=parents,
+                                      training=training)
+        return self.routing_outputs(passes, return_couplings)
+
+    def compute_routing(self, inputs, keep_passes=False, parents=None,
+                        training=None):
         votes = self.votes(inputs)  # lazy (b, x, j, i, z)
         if parents is None:
-            state, couplings = self._route(votes, None, training)
+            states = [self._route(votes, None, training)]
             for _ in range(self.num_iterations - 1):
-                state, couplings = self._route(votes, state, training)
+                states.append(self._route(votes, states[-1][0], training))
         else:
             self._check_parents_shape(parents.shape, inputs.shape)
-            state, couplings = self._route(
+            states = [self._route(
                 votes, self._to_state(ops.cast(parents, votes.dtype)),
-                training)
-        outputs = self._from_state(state)
-        if not return_couplings:
-            return outputs
-        if couplings is None:
-            # Uniform first pass: (b, x, 1, i) ones times (1, 1, j, 1).
-            ones = ops.expand_dims(ops.ones_like(votes.children[..., 0]), 2)
-            couplings = ones * ops.full(
-                (1, 1, self.num_capsules, 1), 1.0 / self.num_capsules,
-                dtype=ones.dtype)
-        return outputs, self._public_couplings(couplings)
+                training)]
+        if not keep_passes:
+            states = states[-1:]
+        couplings, agreement = [], []
+        for _, pass_couplings, pass_agreement in states:
+            if pass_couplings is None:  # the uniform first pass
+                # (b, x, 1, i) zeros + (1, 1, j, 1) zeros -> (b, x, j, i)
+                pass_agreement = ops.expand_dims(ops.zeros_like(
+                    votes.children[..., 0], dtype="float32"), 2) + ops.zeros(
+                    (1, 1, self.num_capsules, 1), dtype="float32")
+                pass_couplings = pass_agreement + 1.0 / self.num_capsules
+            couplings.append(pass_couplings)
+            agreement.append(pass_agreement)
+        return RoutingPasses(
+            outputs=self._from_state(states[-1][0]),
+            couplings=[self._router_layout(c) for c in couplings],
+            agreement=[self._router_layout(a) for a in agreement],
+            parents=[self._from_state(state) for state, _, _ in states],
+            extras={"legacy_couplings": couplings[-1]})
+
+    def _router_layout(self, couplings):
+        """(b, x, j, i) -> (b, 1, x * i, j), the `Router` layout."""
+        couplings = ops.transpose(couplings, (0, 1, 3, 2))  # (b, x, i, j)
+        return ops.reshape(couplings, (
+            -1, 1, self._num_positions * self._num_children,
+            self.num_capsules))
+
+    def legacy_couplings(self, passes):
+        couplings = ops.cast(passes.extras["legacy_couplings"],
+                             passes.outputs.dtype)
+        return self._public_couplings(couplings)
 
     # --- Routing steps, public for `InvertedAttentionRoutingStack` ------
 
@@ -261,7 +295,7 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
             self._check_parents_shape(parents.shape,
                                       self._built_input_shape())
             parents = self._to_state(ops.cast(parents, votes.dtype))
-        state, _ = self._route(votes, parents, training)
+        state, _, _ = self._route(votes, parents, training)
         return self._from_state(state)
 
     # --- Routing core ----------------------------------------------------
@@ -271,32 +305,33 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
     # s: pose side, a: input dim, z: output dim (capsule_dim).
 
     def _route(self, votes, parents, training=None):
-        """One pass: `(new parents (b, x, j, z), couplings (b, x, j, i))`.
+        """One pass: new parents `(b, x, j, z)`, couplings and agreement.
 
-        `parents=None` is the uniform first pass; its couplings are `None`.
-        `votes` is what `votes` returns.
+        The couplings and the agreement are float32 `(b, x, j, i)`, both
+        `None` for the uniform first pass (`parents=None`). `votes` is
+        what `votes` returns.
         """
         dtype = votes.dtype
         if parents is None:
-            couplings = None
+            couplings = agreement = None
             weighted = self._contract_votes(votes.children, over_children=True)
             weighted = weighted * (1.0 / self.num_capsules)
         else:
             votes = votes.tensor()
-            # (b, x, j, i, z) @ (b, x, j, z, 1) -> (b, x, j, i)
-            agreement = ops.squeeze(
-                ops.matmul(votes, ops.expand_dims(parents, -1)), -1)
+            # (b, x, j, i, z) @ (b, x, j, z, 1) -> (b, x, j, i), float32
+            agreement = ops.squeeze(ops.matmul(
+                capsule_ops.at_least_float32(votes), ops.expand_dims(
+                    capsule_ops.at_least_float32(parents), -1)), -1)
             agreement = agreement * self._inverse_sqrt_dim
-            couplings = ops.cast(self._tempered_softmax(agreement, axis=2),
-                                 dtype)  # over parents j
+            couplings = self.tempered_softmax(agreement, axis=2)  # over j
             # (b, x, j, 1, i) @ (b, x, j, i, z) -> (b, x, j, z)
-            weighted = ops.squeeze(
-                ops.matmul(ops.expand_dims(couplings, 3), votes), 3)
+            weighted = ops.squeeze(ops.matmul(
+                ops.expand_dims(ops.cast(couplings, dtype), 3), votes), 3)
         if self.dropout_layer is not None:
             weighted = self.dropout_layer(weighted, training=training)
         if self.layer_norm is not None:
             weighted = ops.cast(self.layer_norm(weighted), dtype)
-        return weighted, couplings
+        return weighted, couplings, agreement
 
     def _contract_votes(self, children, over_children=False):
         """The votes `(b, x, j, i, z)` of `children` `(b, x, i, a)`.
@@ -452,21 +487,31 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
 
     def compute_output_spec(self, inputs, parents=None, training=None,
                             return_couplings=False):
-        output_shape = self.compute_output_shape(inputs.shape)
         if parents is not None:
             self._check_parents_shape(parents.shape, inputs.shape)
-        outputs = keras.KerasTensor(output_shape, dtype=self.compute_dtype)
-        if not return_couplings:
-            return outputs
+        return super().compute_output_spec(
+            inputs, return_couplings=return_couplings)
+
+    def compute_couplings_shape(self, input_shape):
+        output_shape = self.compute_output_shape(input_shape)
         if self.kernel_size is None:
-            couplings_shape = (inputs.shape[0], self.num_capsules,
-                               math.prod(inputs.shape[1:-1]))
+            children = math.prod(input_shape[1:-1])
         else:
-            couplings_shape = (*output_shape[:-1], *self.kernel_size,
-                               inputs.shape[3])
-        couplings = keras.KerasTensor(couplings_shape,
-                                      dtype=self.compute_dtype)
-        return outputs, couplings
+            children = (math.prod(output_shape[1:3])
+                        * math.prod(self.kernel_size) * input_shape[3])
+        return (input_shape[0], 1, children, self.num_capsules)
+
+    def couplings_grid(self, input_shape):
+        if self.kernel_size is None:
+            return None
+        return tuple(self._output_size(input_shape))
+
+    def compute_legacy_couplings_shape(self, input_shape):
+        if self.kernel_size is None:
+            return (input_shape[0], self.num_capsules,
+                    math.prod(input_shape[1:-1]))
+        output_shape = self.compute_output_shape(input_shape)
+        return (*output_shape[:-1], *self.kernel_size, input_shape[3])
 
     def get_config(self):
         config = super().get_config()
@@ -479,7 +524,6 @@ class InvertedAttentionRouting(RoutingTemperature, keras.layers.Layer):
             "num_iterations": self.num_iterations,
             "dropout": self.dropout,
             "epsilon": self.epsilon,
-            "temperature": self.temperature,
             "kernel_initializer": (
                 None if self.kernel_initializer is None
                 else keras.initializers.serialize(self.kernel_initializer)),

@@ -5,7 +5,8 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
-from keras_caps.layers.routing_temperature import RoutingTemperature
+from keras_caps.layers.router import Router
+from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_positive_int
@@ -16,7 +17,7 @@ _LAYER_NORM_EPSILON = 1e-5
 
 
 @keras_caps_export("keras_caps.layers.VectorRouting")
-class VectorRouting(RoutingTemperature, keras.layers.Layer):
+class VectorRouting(Router):
     """Heinsen's routing of a sequence of vectors to a set of output vectors.
 
     Each input `i` may contribute a share `g_i` of its data; each output
@@ -72,19 +73,27 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
         routing_mask: Optional boolean `(num_inputs, num_capsules)` or
             `(batch, num_inputs, num_capsules)`, True where `i` may route
             to `j`.
-        return_couplings: bool. Also return `phi` of the last iteration,
-            `(batch, num_inputs, num_capsules)`. Defaults to `None`
-            (`False`). `return_credit_assignments` is a deprecated alias.
+        return_couplings: bool. Also return the shares `R` of the last
+            E-step in the `Router` layout `(batch, 1, num_inputs,
+            num_capsules)`: probabilities over each input's (allowed)
+            outputs, all zero for an input with none. Defaults to
+            `False`.
+        return_credit: bool. Also return the signed credit `phi` of the
+            last iteration, `(batch, num_inputs, num_capsules)`. Defaults
+            to `None` (`False`). `return_credit_assignments` is a
+            deprecated alias.
 
     Returns:
-        The outputs, or `(outputs, phi)`; compose the `phi` of stacked
-        routings with `keras_caps.ops.compose_credit_assignments`.
+        The outputs; with `return_couplings` and/or `return_credit`, a
+        tuple `(outputs, couplings, phi)` of what was asked, in that
+        order. Compose the `phi` of stacked routings with
+        `keras_caps.ops.compose_credit_assignments`.
 
     Example:
 
     >>> layer = keras_caps.layers.VectorRouting(num_capsules=4,
     ...                                         capsule_dim=8)
-    >>> outputs, phi = layer(np.ones((2, 30, 16)), return_couplings=True)
+    >>> outputs, phi = layer(np.ones((2, 30, 16)), return_credit=True)
     >>> tuple(outputs.shape), tuple(phi.shape)
     ((2, 4, 8), (2, 30, 4))
 
@@ -109,8 +118,7 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
         num_iterations = check_positive_int("num_iterations", num_iterations)
         check_bool("normalize", normalize)
         check_bool("memory_efficient", memory_efficient)
-        super().__init__(**kwargs)
-        self._init_temperature(temperature)
+        super().__init__(temperature=temperature, **kwargs)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self.num_inputs = num_inputs
@@ -123,7 +131,10 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
         self.supports_masking = True
         self.input_spec = keras.InputSpec(ndim=3)
 
-    def build(self, input_shape):
+    legacy_weights_without_temperature = True
+    legacy_couplings_layout = True
+
+    def build_router(self, input_shape):
         input_dim = self._check_input_shape(input_shape)
         num_rows = self.num_inputs or 1
         num_outputs, output_dim = self.num_capsules, self.capsule_dim
@@ -186,21 +197,76 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
                 "ignore_cost_kernel", (input_dim, num_outputs), uniform())
             self.ignore_cost_bias = bias(
                 "ignore_cost_bias", (num_outputs,), uniform())
-        self._build_temperature()
         axes = {-1: input_dim}
         if self.num_inputs is not None:
             axes[-2] = self.num_inputs
         self.input_spec = keras.InputSpec(ndim=3, axes=axes)
 
     def call(self, inputs, mask=None, routing_mask=None,
-             return_couplings=None, return_credit_assignments=None):
-        return_couplings = _return_couplings(return_couplings,
-                                             return_credit_assignments)
+             return_couplings=False, return_credit=None,
+             return_credit_assignments=None):
+        return_credit = _return_credit(return_credit,
+                                       return_credit_assignments)
+        passes = self.compute_routing(inputs, mask=mask,
+                                      routing_mask=routing_mask)
+        results = self.routing_outputs(passes, return_couplings)
+        if not return_credit:
+            return results
+        if not isinstance(results, tuple):
+            results = (results,)
+        return (*results, passes.extras["credit"])
+
+    def compute_routing(self, inputs, keep_passes=False, mask=None,
+                        routing_mask=None):
         self._check_masks(inputs.shape, mask, routing_mask)
         # b: batch, i: inputs, j: outputs (capsules),
         # d: input dim, h: output dim (capsule_dim)
+        inputs, allowed, scale = self._present_inputs(inputs, mask,
+                                                      routing_mask)
+        scaled_inputs = inputs * scale  # (b, i, d)
+        use_benefit, ignore_cost = self._benefits_and_costs(inputs)
+        # (b, i): score of each input; (b, i, 1) or (b, i, j) usable share
+        scores = ops.sum(scaled_inputs * self.score_kernel, axis=-1)
+        scores = scores + self.score_bias
+        usable = ops.sigmoid(scores)[..., None]
+        if allowed is not None:
+            usable = usable * allowed
+        votes = None
+        if not self.memory_efficient:
+            # (b, i, j, h): Algorithm 1's vote tensor, built once.
+            votes = ops.einsum("bid,jd->bijd", scaled_inputs, self.vote_scale)
+            votes = ops.matmul(votes, self.vote_kernel) + self.vote_bias
+        outputs = None
+        shares_passes, similarity_passes = [], []
+        for iteration in range(self.num_iterations):
+            # E-step: the share of each input that each output claims.
+            shares, similarities = self._shares(inputs, outputs, allowed,
+                                                iteration)
+            if keep_passes or iteration == self.num_iterations - 1:
+                shares_passes.append(shares)
+                similarity_passes.append(similarities)
+            # D-step: data used and ignored by each output.
+            used = usable * ops.cast(shares, usable.dtype)  # (b, i, j)
+            ignored = usable - used  # (b, i, j)
+            # M-step: credit assignments and outputs.
+            credit = use_benefit * used - ignore_cost * ignored  # (b, i, j)
+            outputs = self._maximization_step(credit, scaled_inputs, votes)
+        if self.normalize:
+            outputs = self._layer_norm(outputs)
+        return RoutingPasses(
+            outputs=outputs,
+            couplings=[ops.expand_dims(shares, 1) for shares in shares_passes],
+            agreement=[ops.expand_dims(s, 1) for s in similarity_passes],
+            extras={"credit": credit})
+
+    def _present_inputs(self, inputs, mask, routing_mask):
+        """The inputs (padding zeroed), the allowed routes and `1/sqrt(m)`.
+
+        `allowed` is `None` or float `(b, i, j)`, 1 where `i` may route to
+        `j`; the scale is `(b, 1, 1)`.
+        """
         dtype = inputs.dtype
-        allowed = None  # (b, i, j) float, 1 where i may route to j
+        allowed = None
         if mask is not None:
             # Padded inputs are zeroed (they may hold anything, even NaN)
             # and not counted; the count is float32, exact beyond 2048.
@@ -218,76 +284,68 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
             allowed = routes if allowed is None else allowed * routes
         scale = ops.cast(ops.reshape(ops.rsqrt(num_present), (-1, 1, 1)),
                          dtype)
-        scaled_inputs = inputs * scale  # (b, i, d)
+        return inputs, allowed, scale
 
+    def _benefits_and_costs(self, inputs):
+        """`beta_use` and `beta_ign`: weights, or `(b, i, j)` from inputs."""
         if self.num_inputs is not None:
-            use_benefit, ignore_cost = self.use_benefit, self.ignore_cost
-        else:  # (b, i, j), from the unscaled inputs
-            use_benefit = ops.matmul(inputs, self.use_benefit_kernel)
-            use_benefit = use_benefit + self.use_benefit_bias
-            ignore_cost = ops.matmul(inputs, self.ignore_cost_kernel)
-            ignore_cost = ignore_cost + self.ignore_cost_bias
+            return self.use_benefit, self.ignore_cost
+        # (b, i, j), from the unscaled inputs
+        use_benefit = ops.matmul(inputs, self.use_benefit_kernel)
+        use_benefit = use_benefit + self.use_benefit_bias
+        ignore_cost = ops.matmul(inputs, self.ignore_cost_kernel)
+        ignore_cost = ignore_cost + self.ignore_cost_bias
+        return use_benefit, ignore_cost
 
-        # (b, i): score of each input; (b, i, 1) or (b, i, j) usable share
-        scores = ops.sum(scaled_inputs * self.score_kernel, axis=-1)
-        scores = scores + self.score_bias
-        usable = ops.sigmoid(scores)[..., None]
-        if allowed is not None:
-            usable = usable * allowed
+    def _shares(self, inputs, outputs, allowed, iteration):
+        """The E-step: float32 shares `R` and log-similarities (b, i, j)."""
+        if iteration > 0:
+            return self._expectation_step(inputs, outputs, allowed)
+        batch_and_inputs = ops.shape(inputs)[:2]
+        zeros = ops.zeros((*batch_and_inputs, self.num_capsules), "float32")
+        if allowed is None:
+            return zeros + 1.0 / self.num_capsules, zeros
+        # Uniform over each input's allowed outputs.
+        allowed = ops.cast(allowed, "float32")
+        shares = allowed / ops.maximum(
+            ops.sum(allowed, axis=-1, keepdims=True), 1.0)
+        return shares, zeros
 
-        votes = None
-        if not self.memory_efficient:
-            # (b, i, j, h): Algorithm 1's vote tensor, built once.
-            votes = ops.einsum("bid,jd->bijd", scaled_inputs, self.vote_scale)
-            votes = ops.matmul(votes, self.vote_kernel) + self.vote_bias
+    def _maximization_step(self, credit, scaled_inputs, votes):
+        """The outputs `(b, j, h)` from the credit `phi` `(b, i, j)`."""
+        if votes is not None:
+            return ops.einsum("bij,bijh->bjh", credit, votes)
+        # (b, j, d): contract over the inputs first.
+        summed = ops.einsum("bij,bid->bjd", credit, scaled_inputs)
+        outputs = ops.matmul(summed * self.vote_scale,
+                             self.vote_kernel)  # (b, j, h)
+        total_credit = ops.sum(credit, axis=1)  # (b, j)
+        return outputs + total_credit[..., None] * self.vote_bias
 
-        outputs = None
-        for iteration in range(self.num_iterations):
-            # E-step: the share of each input that each output claims.
-            if iteration == 0:
-                if allowed is None:
-                    shares = 1.0 / self.num_capsules
-                else:  # uniform over each input's allowed outputs
-                    shares = allowed / ops.maximum(
-                        ops.sum(allowed, axis=-1, keepdims=True), 1.0)
-            else:
-                shares = self._expectation_step(inputs, outputs, allowed)
-            # D-step: data used and ignored by each output.
-            used = usable * shares  # (b, i, j)
-            ignored = usable - used  # (b, i, j)
-            # M-step: credit assignments and outputs.
-            credit = use_benefit * used - ignore_cost * ignored  # (b, i, j)
-            if votes is None:
-                # (b, j, d): contract over the inputs first.
-                summed = ops.einsum("bij,bid->bjd", credit, scaled_inputs)
-                outputs = ops.matmul(summed * self.vote_scale,
-                                     self.vote_kernel)  # (b, j, h)
-                total_credit = ops.sum(credit, axis=1)  # (b, j)
-                outputs = outputs + total_credit[..., None] * self.vote_bias
-            else:
-                outputs = ops.einsum("bij,bijh->bjh", credit, votes)
-
-        if self.normalize:
-            outputs = self._layer_norm(outputs)
-        if return_couplings:
-            return outputs, credit
-        return outputs
+    def legacy_couplings(self, passes):
+        return passes.extras["credit"]  # the flag returned `phi` then
 
     def _expectation_step(self, inputs, outputs, allowed):
-        """Routing shares `R` (b, i, j) from how well outputs predict inputs."""
+        """Float32 shares `R` and log-similarities `S`, both (b, i, j).
+
+        How well each output predicts each input; the similarity, a sum
+        over the input dimension, is float32 under mixed precision.
+        """
         # (b, j, d): each output's prediction of the inputs
         predictions = ops.matmul(self._layer_norm(outputs),
                                  self.prediction_kernel)
         predictions = predictions * self.prediction_scale
         predictions = predictions + self.prediction_bias
         # (b, i, j): log-similarities, from the unscaled inputs
-        similarities = ops.einsum("bid,bjd->bij", inputs, predictions)
-        similarities = similarities * self.similarity_scale
-        similarities = ops.log_sigmoid(similarities + self.similarity_bias)
-        dtype = similarities.dtype
+        similarities = ops.einsum(
+            "bid,bjd->bij", capsule_ops.at_least_float32(inputs),
+            capsule_ops.at_least_float32(predictions))
+        similarities = similarities * ops.cast(self.similarity_scale,
+                                               "float32")
+        similarities = ops.log_sigmoid(
+            similarities + ops.cast(self.similarity_bias, "float32"))
         if allowed is None:
-            return ops.cast(self._tempered_softmax(similarities, axis=-1),
-                            dtype)
+            return self.tempered_softmax(similarities, axis=-1), similarities
         # Exact masked softmax over j without large constants: disallowed
         # entries are replaced by the row minimum, so the shift is the
         # maximum over allowed entries (any finite value for an input with
@@ -299,16 +357,15 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
         # gradient of a one-hot row cancels exactly (`maximum(sum, 1)`
         # would split it at sum = 1 on JAX, and 1 / temperature would blow
         # the remainder up).
-        similarities = capsule_ops.at_least_float32(similarities)
         is_allowed = allowed > 0.0
         row_min = ops.min(similarities, axis=-1, keepdims=True)
         filled = ops.where(is_allowed, similarities, row_min)
         shift = ops.stop_gradient(ops.max(filled, axis=-1, keepdims=True))
         weights = ops.where(
-            is_allowed, ops.exp(self._temper(filled - shift)), 0.0)
+            is_allowed, ops.exp(self.temper(filled - shift)), 0.0)
         total = ops.sum(weights, axis=-1, keepdims=True)
         total = ops.where(total > 0.0, total, 1.0)
-        return ops.cast(weights / total, dtype)
+        return weights / total, similarities
 
     def _layer_norm(self, x):
         """LayerNorm over the last axis without affine, in float32."""
@@ -373,19 +430,27 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
         return (input_shape[0], self.num_capsules, self.capsule_dim)
 
     def compute_output_spec(self, inputs, mask=None, routing_mask=None,
-                            return_couplings=None,
+                            return_couplings=False, return_credit=None,
                             return_credit_assignments=None):
-        return_couplings = _return_couplings(return_couplings,
-                                             return_credit_assignments)
+        return_credit = _return_credit(return_credit,
+                                       return_credit_assignments)
         self._check_masks(inputs.shape, mask, routing_mask)
-        outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape),
-                                    dtype=self.compute_dtype)
-        if not return_couplings:
-            return outputs
+        results = super().compute_output_spec(
+            inputs, return_couplings=return_couplings)
+        if not return_credit:
+            return results
+        if not isinstance(results, tuple):
+            results = (results,)
         credit = keras.KerasTensor(
-            (inputs.shape[0], inputs.shape[1], self.num_capsules),
+            self.compute_legacy_couplings_shape(inputs.shape),
             dtype=self.compute_dtype)
-        return outputs, credit
+        return (*results, credit)
+
+    def compute_couplings_shape(self, input_shape):
+        return (input_shape[0], 1, input_shape[1], self.num_capsules)
+
+    def compute_legacy_couplings_shape(self, input_shape):
+        return (input_shape[0], input_shape[1], self.num_capsules)
 
     def compute_mask(self, inputs, mask=None):
         # The outputs are a set of capsules, none of them padding.
@@ -400,7 +465,6 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
             "num_iterations": self.num_iterations,
             "normalize": self.normalize,
             "memory_efficient": self.memory_efficient,
-            "temperature": self.temperature,
         })
         config.update(
             serialize_regularizers_and_constraints(self, ("kernel", "bias")))
@@ -408,21 +472,21 @@ class VectorRouting(RoutingTemperature, keras.layers.Layer):
 
 
 
-def _return_couplings(return_couplings, return_credit_assignments):
-    """Resolves `return_couplings` and its deprecated alias to a bool."""
+def _return_credit(return_credit, return_credit_assignments):
+    """Resolves `return_credit` and its deprecated alias to a bool."""
     if return_credit_assignments is None:
-        return bool(return_couplings)
+        return bool(return_credit)
     warnings.warn(
         "`VectorRouting`'s call argument `return_credit_assignments` is "
-        "deprecated; pass `return_couplings` instead (same behaviour).",
+        "deprecated; pass `return_credit` instead (same behaviour).",
         DeprecationWarning, stacklevel=3)
-    if (return_couplings is not None
-            and bool(return_couplings) != bool(return_credit_assignments)):
+    if (return_credit is not None
+            and bool(return_credit) != bool(return_credit_assignments)):
         raise ValueError(
-            "`return_couplings` and its deprecated alias "
+            "`return_credit` and its deprecated alias "
             "`return_credit_assignments` disagree; pass only "
-            "`return_couplings`. Received: "
-            f"return_couplings={return_couplings!r}, "
+            "`return_credit`. Received: "
+            f"return_credit={return_credit!r}, "
             f"return_credit_assignments={return_credit_assignments!r}")
     return bool(return_credit_assignments)
 

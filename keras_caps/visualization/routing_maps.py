@@ -1,25 +1,20 @@
 """Coupling coefficients of routing layers as heatmaps."""
 
-import inspect
-
 import keras
 import numpy as np
 
-from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
+from keras_caps.diagnostics.router_search import find_routers
 from keras_caps.visualization import _figures
 from keras_caps.visualization import _inputs
 
 
 @keras_caps_export("keras_caps.visualization.routing_layer_names")
 def routing_layer_names(model):
-    """Names of the layers of `model` that can return coupling coefficients.
+    """Names of the routing layers (`keras_caps.layers.Router`) of `model`.
 
-    A routing layer is one whose `call` takes `return_couplings`, as
-    `FCCaps`, `DynamicRouting` and `InvertedAttentionRouting` do, and whose
-    couplings are coefficients that sum to 1 over the parents. `VectorRouting`
-    returns signed credit assignments instead; `plot_credit_overlays` draws
-    those.
+    Every router returns its coupling coefficients in one layout; the
+    signed credit of `VectorRouting` is drawn by `plot_credit_overlays`.
 
     Example:
 
@@ -28,7 +23,8 @@ def routing_layer_names(model):
     ['digit_caps']
     """
     _inputs.image_input(model)
-    return [layer.name for layer in model.layers if _returns_couplings(layer)]
+    return [layer.name
+            for layer in find_routers(model, top_level_only=True)]
 
 
 @keras_caps_export("keras_caps.visualization.routing_couplings")
@@ -45,18 +41,17 @@ def routing_couplings(model, inputs, layer_name=None, position=None):
             one; raw pixels for the applications.
         layer_name: str. The routing layer. Defaults to `None`: the last
             one in `routing_layer_names(model)`.
-        position: For a convolutional routing (couplings of shape
-            `(batch, rows, columns, parents, *window)`, as
+        position: For a convolutional routing (one whose
+            `couplings_grid` is not `None`, as
             `InvertedAttentionRouting` with `kernel_size`), the output
             position `(row, column)` whose window is shown. Defaults to
             `None`: the middle position.
 
     Returns:
-        float32 array `(num_parents, num_children)`: column `i` holds how
-        child capsule `i` splits its vote between the parents (for a
-        convolutional routing, children are the window's capsules in
-        `(row, column, type)` order; for `AttentionRouting`, the mean of
-        its heads' couplings).
+        float32 array `(num_parents, num_children)`: column `i` holds the
+        couplings of child capsule `i` (for a convolutional routing,
+        children are the window's capsules in `(row, column, type)` order;
+        for several heads, the mean of the heads' couplings).
     """
     layer = _routing_layer(model, layer_name)
     inputs = _inputs.as_batch(model, inputs, name="inputs")
@@ -67,18 +62,19 @@ def routing_couplings(model, inputs, layer_name=None, position=None):
     children = keras.Model(_inputs.image_input(model), layer.input)(
         inputs, training=False)
     _, couplings = layer(children, return_couplings=True)
-    couplings = _inputs.to_numpy(couplings)[0]
-    if isinstance(layer, layers.AttentionRouting):
-        # (heads, children, parents): the heads' mean, parents down.
-        couplings = np.mean(couplings.astype("float32"), axis=0).T
-    if couplings.ndim == 2:
+    # (heads, children, parents): the heads' mean, parents down.
+    couplings = np.mean(_inputs.to_numpy(couplings)[0].astype("float32"),
+                        axis=0).T
+    grid = layer.couplings_grid(tuple(children.shape))
+    if grid is None:
         return couplings
-    rows, columns = couplings.shape[:2]
+    rows, columns = grid
     if position is None:
         position = (rows // 2, columns // 2)
     row, column = _check_position(position, rows, columns)
-    cell = couplings[row, column]
-    return cell.reshape(cell.shape[0], -1)
+    # (parents, positions, window children): the position's block.
+    blocks = couplings.reshape(couplings.shape[0], rows * columns, -1)
+    return blocks[:, row * columns + column]
 
 
 @keras_caps_export("keras_caps.visualization.plot_routing_maps")
@@ -119,9 +115,9 @@ def plot_routing_maps(model, inputs, layer_names=None, position=None):
         layer_names = [layer_names]
     if not layer_names:
         raise ValueError(
-            "`plot_routing_maps` found no routing layer (one whose call "
-            "takes `return_couplings`) in the model. Received: a model with "
-            f"layers {[layer.name for layer in model.layers]}")
+            "`plot_routing_maps` found no routing layer (a `Router`) in "
+            "the model. Received: a model with layers"
+            f" {[layer.name for layer in model.layers]}")
     maps = [routing_couplings(model, inputs, name, position)
             for name in layer_names]
     widest = max(couplings.shape[1] for couplings in maps)
@@ -150,23 +146,13 @@ def plot_routing_maps(model, inputs, layer_names=None, position=None):
     return figure
 
 
-def _returns_couplings(layer):
-    if isinstance(layer, layers.VectorRouting):
-        return False  # Signed credit assignments, not coefficients.
-    try:
-        parameters = inspect.signature(layer.call).parameters
-    except (TypeError, ValueError):
-        return False
-    return "return_couplings" in parameters
-
-
 def _routing_layer(model, layer_name):
     names = routing_layer_names(model)
     if layer_name is None:
         if not names:
             raise ValueError(
-                "The model has no routing layer (one whose call takes "
-                "`return_couplings`). Received: a model with layers "
+                "The model has no routing layer (a `Router`). Received: a "
+                "model with layers "
                 f"{[layer.name for layer in model.layers]}")
         layer_name = names[-1]
     if layer_name not in names:

@@ -16,3 +16,4 @@ from keras_caps.applications.capsule_classifier.cnn_baseline import CNN_BASELINE
 from keras_caps.applications.capsule_classifier.cnn_baseline import CNNBaseline
 from keras_caps.applications.capsule_classifier.routers import ROUTERS
 from keras_caps.applications.capsule_classifier.routers import Router
+from keras_caps.applications.capsule_classifier.routers import RouterChoice

@@ -4,6 +4,7 @@ import math
 import keras
 
 from keras_caps import layers
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications.builder_arguments import resolve_num_classes
 from keras_caps.applications.capsule_classifier import efficient_capsnet_stem
@@ -54,8 +55,9 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     - `"vector"`: `VectorRouting`, 2 iterations (Heinsen, 2022), without
       its output normalisation (which would give every class capsule the
       same length), squashed.
-    - `"hybrid"`: `DynamicRouting` with a bilinear attention term weighted
-      by a learned scalar (starting at 0, plain routing), 3 iterations.
+    - `"hybrid"`: `HybridRouting`, dynamic routing with a bilinear
+      attention term weighted by a learned scalar (starting at 0, plain
+      routing), 3 iterations.
     - `"attention"`: `AttentionRouting`, query-key-value attention routing
       in one pass with one head.
 
@@ -112,7 +114,7 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     num_classes = resolve_num_classes(num_classes, preset, minimum=2)
 
     # === Layers and functional model ===
-    images = keras.Input(input_shape, name="image")
+    images = keras.Input(input_shape, name=roles.IMAGE)
     x = efficient_capsnet_stem.efficient_capsnet_stem(
         images, dataset, preset, input_shape, input_statistics)
     capsules = efficient_capsnet_stem.primary_capsules(
@@ -120,14 +122,15 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     capsule_dim = preset["capsule_dim"]
     layer = spec.factory(
         num_classes, capsule_dim, capsules.shape[1], router_options,
-        "digit_caps" if spec.outputs == "squashed" else "routing")
+        roles.CLASS_CAPSULES if spec.outputs == "squashed" else roles.ROUTING)
     class_capsules = layer(capsules)  # (batch, num_classes, capsule_dim)
     if spec.outputs == "layer_norm":  # norms ~sqrt(d) -> ~1
         class_capsules = keras.layers.Rescaling(
             1.0 / math.sqrt(capsule_dim), name="routing_scale")(
                 class_capsules)
     if spec.outputs != "squashed":
-        class_capsules = layers.Squash(name="digit_caps")(class_capsules)
+        class_capsules = layers.Squash(name=roles.CLASS_CAPSULES)(
+            class_capsules)
     decoder = None
     if reconstruction:
         decoder = efficient_capsnet_stem.decoder(

@@ -1,5 +1,6 @@
 import keras
 
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications.builder_arguments import reject_reconstruction
 from keras_caps.applications.builder_arguments import resolve_num_classes
@@ -75,7 +76,7 @@ def CNNBaseline(dataset="mnist", *, hidden_units=None, input_shape=None,
     num_classes = resolve_num_classes(num_classes, preset, minimum=2)
 
     # === Layers and functional model ===
-    images = keras.Input(input_shape, name="image")
+    images = keras.Input(input_shape, name=roles.IMAGE)
     x = efficient_capsnet_stem.efficient_capsnet_stem(
         images, dataset, preset, input_shape, input_statistics)
     x = keras.layers.GlobalAveragePooling2D(name="pooling")(x)  # (b, c)
@@ -83,7 +84,7 @@ def CNNBaseline(dataset="mnist", *, hidden_units=None, input_shape=None,
                            name="hidden")(x)  # (batch, hidden_units)
     probabilities = keras.layers.Dense(
         num_classes, activation="softmax", dtype="float32",
-        name="probabilities")(x)  # (batch, num_classes)
+        name=roles.PROBABILITIES)(x)  # (batch, num_classes)
     model = keras.Model(images, probabilities, name=name)
     if compile:
         optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.Adam(

@@ -1,12 +1,13 @@
 """The class-capsule layers `CapsuleClassifier` can end with, as data.
 
-`ROUTERS` maps a router name to a `Router`: a factory that makes the layer
+`ROUTERS` maps a router name to a `RouterChoice`: a factory that makes the layer
 from the class count, the capsule size, the number of primary capsules and
 the user's options, and what its outputs are (`OUTPUT_KINDS`), which says
 how the capsule head gets capsules whose lengths, in [0, 1), are the class
 scores of the margin loss:
 
-- `"squashed"`: used as they are (`FCCaps`, `DynamicRouting`).
+- `"squashed"`: used as they are (`FCCaps`, `DynamicRouting`,
+  `HybridRouting`, `AttentionRouting`).
 - `"unsquashed"`: squashed by a `Squash` layer (`VectorRouting` with
   `normalize=False`).
 - `"layer_norm"`: each output capsule is LayerNormed, so its norm is about
@@ -15,8 +16,9 @@ scores of the margin loss:
   (`InvertedAttentionRouting`). The LayerNorm's affine weights, shared by
   all capsules, are what makes lengths differ between classes.
 
-Adding a router is one entry: a factory and a `Router(factory,
-layer_class, outputs, description)` in `ROUTERS`. Every name in
+Adding a router is one entry: a factory and a `RouterChoice(factory,
+layer_class, outputs, description)` in `ROUTERS` (the layer itself is a
+`keras_caps.layers.Router` subclass; `docs/adding-a-router.md`). Every name in
 `ROUTERS` is then a `CapsuleClassifier(router=...)`, a `--model
 capsule_classifier_<name>` of `keras-caps train` and a `--routers` choice
 of `keras-caps compare`.
@@ -32,7 +34,7 @@ OUTPUT_KINDS = ("squashed", "unsquashed", "layer_norm")
 
 
 @dataclasses.dataclass(frozen=True)
-class Router:
+class RouterChoice:
     """How to make one kind of class-capsule layer.
 
     Attributes:
@@ -65,10 +67,13 @@ class Router:
             raise TypeError(
                 "Received an invalid type for `router_options`, expected a "
                 f"dict. Received: router_options={options!r}")
-        accepted = set(inspect.signature(
-            self.layer_class.__init__).parameters) - {
-                "self", "kwargs", "num_capsules", "capsule_dim",
-                "num_inputs"}
+        accepted = set()
+        for cls in inspect.getmro(self.layer_class):
+            # A router subclass passes its base's arguments on (kwargs).
+            if issubclass(cls, layers.Router):
+                accepted |= set(inspect.signature(cls.__init__).parameters)
+        accepted -= {"self", "kwargs", "num_capsules", "capsule_dim",
+                     "num_inputs", "couplings_layout"}
         unknown = sorted(set(options) - accepted)
         if unknown:
             raise ValueError(
@@ -106,7 +111,7 @@ def _vector(num_capsules, capsule_dim, num_inputs, options, name):
 
 
 def _hybrid(num_capsules, capsule_dim, num_inputs, options, name):
-    return layers.DynamicRouting(
+    return layers.HybridRouting(
         num_capsules, capsule_dim,
         **{"num_iterations": 3, "attention": "bilinear", **options},
         name=name)
@@ -118,24 +123,28 @@ def _attention(num_capsules, capsule_dim, num_inputs, options, name):
 
 
 ROUTERS = {
-    "self_attention": Router(
+    "self_attention": RouterChoice(
         _self_attention, layers.FCCaps, outputs="squashed",
         description="FCCaps self-attention routing (Efficient-CapsNet)"),
-    "dynamic": Router(
+    "dynamic": RouterChoice(
         _dynamic, layers.DynamicRouting, outputs="squashed",
         description="dynamic routing by agreement, 3 iterations"),
-    "inverted_attention": Router(
+    "inverted_attention": RouterChoice(
         _inverted_attention, layers.InvertedAttentionRouting,
         outputs="layer_norm",
         description="inverted dot-product attention routing, 2 passes"),
-    "vector": Router(
+    "vector": RouterChoice(
         _vector, layers.VectorRouting, outputs="unsquashed",
         description="Heinsen's vector routing, 2 iterations, unnormalised"),
-    "hybrid": Router(
-        _hybrid, layers.DynamicRouting, outputs="squashed",
+    "hybrid": RouterChoice(
+        _hybrid, layers.HybridRouting, outputs="squashed",
         description="dynamic routing + bilinear attention term (learned "
         "lambda), 3 iterations"),
-    "attention": Router(
+    "attention": RouterChoice(
         _attention, layers.AttentionRouting, outputs="squashed",
         description="query-key-value attention routing, 1 pass, 1 head"),
 }
+
+
+# The name of `RouterChoice` before `keras_caps.layers.Router` existed.
+Router = RouterChoice

@@ -13,16 +13,13 @@ should fall across the iterations of a trained model.
 import keras
 import numpy as np
 
-from keras_caps import layers
 from keras_caps.api_export import keras_caps_export
-from keras_caps.visualization import _inputs
-from keras_caps.visualization.routing_maps import _returns_couplings
 
 _NORMALIZATIONS = ("parents", "children")
 _TOP_K = 3
 
 
-@keras_caps_export("keras_caps.visualization.routing_diagnostics")
+@keras_caps_export("keras_caps.diagnostics.routing_diagnostics")
 def routing_diagnostics(couplings, votes=None, parents=None,
                         normalization="parents"):
     """Entropy, top-3 concentration and geometric agreement of couplings.
@@ -41,12 +38,11 @@ def routing_diagnostics(couplings, votes=None, parents=None,
     children) the entropy is taken over the children of each parent.
 
     Args:
-        couplings: Array `(batch, num_heads, num_children, num_parents)`,
+        couplings: Array `(batch, num_heads, num_children, num_parents)`
+            (the couplings layout of every `keras_caps.layers.Router`),
             or a list of them, one per routing iteration (the last one
-            gives the entropy and concentration), as
-            `AttentionRouting.routing_trace` returns. For routers with
-            `(batch, num_parents, num_children)` couplings (`DynamicRouting`,
-            `FCCaps`), pass `couplings.transpose(0, 2, 1)[:, None]`.
+            gives the entropy and concentration), as `routing_trace`
+            returns.
         votes: Optional array `(batch, num_children, num_parents, dim)`:
             the votes of each child for each parent.
         parents: Optional list of arrays `(batch, num_parents, dim)`, the
@@ -64,7 +60,7 @@ def routing_diagnostics(couplings, votes=None, parents=None,
     Example:
 
     >>> uniform = np.full((2, 1, 4, 2), 0.5)
-    >>> diagnostics = keras_caps.visualization.routing_diagnostics(uniform)
+    >>> diagnostics = keras_caps.diagnostics.routing_diagnostics(uniform)
     >>> round(float(diagnostics["entropy"]), 4)  # log 2, the maximum
     0.6931
     >>> diagnostics["top3_concentration"].tolist()  # 3 of 4 children
@@ -112,83 +108,6 @@ def routing_diagnostics(couplings, votes=None, parents=None,
             _geometric_agreement(c, votes, _as_array(v, "parents", 3))
             for c, v in zip(per_iteration, parents)])
     return result
-
-
-@keras_caps_export("keras_caps.visualization.routing_layer_diagnostics")
-def routing_layer_diagnostics(model, inputs, layer_names=None):
-    """`routing_diagnostics` of every routing layer of `model` on `inputs`.
-
-    Runs `model` up to each routing layer on the batch `inputs` and asks the
-    layer for its couplings: every iteration (with votes and parents, hence
-    the geometric agreement) for `AttentionRouting`, which exposes them
-    through `routing_trace`; the last iteration's couplings for
-    `DynamicRouting`, `FCCaps` and fully connected
-    `InvertedAttentionRouting`.
-
-    Args:
-        model: A `keras.Model` with routing layers.
-        inputs: A batch for the model's image input (its `"image"` input,
-            or its first); raw pixels for the applications.
-        layer_names: list of str. Defaults to `None`: every routing layer
-            with `(batch, parents, children)` couplings or
-            `AttentionRouting`.
-
-    Returns:
-        dict from layer name to the dict of `routing_diagnostics`.
-
-    Example:
-
-    >>> model = keras_caps.applications.EfficientCapsNet("mnist")
-    >>> found = keras_caps.visualization.routing_layer_diagnostics(
-    ...     model, np.zeros((2, 28, 28, 1)))
-    >>> sorted(found["digit_caps"])
-    ['entropy', 'entropy_per_head', 'top3_concentration']
-    """
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            "Received an invalid type for `model`, expected a `keras.Model`"
-            f". Received: model={model!r} of type {type(model).__name__}")
-    if layer_names is None:
-        layer_names = [layer.name for layer in model.layers
-                       if _has_diagnostics(layer)]
-    elif isinstance(layer_names, str):
-        layer_names = [layer_names]
-    results = {}
-    for name in layer_names:
-        layer = model.get_layer(name)
-        if not _returns_couplings(layer):
-            raise ValueError(
-                "`routing_layer_diagnostics` needs routing layers (whose "
-                "call takes `return_couplings`). Received: layer "
-                f"{name!r} of type {type(layer).__name__}")
-        children = keras.Model(_inputs.image_input(model), layer.input)(
-            inputs, training=False)
-        if isinstance(layer, layers.AttentionRouting):
-            trace = layer.routing_trace(children)
-            results[name] = routing_diagnostics(
-                [_inputs.to_numpy(c) for c in trace["couplings"]],
-                votes=_inputs.to_numpy(trace["votes"]),
-                parents=[_inputs.to_numpy(v) for v in trace["parents"]],
-                normalization=layer.normalization)
-            continue
-        _, couplings = layer(children, return_couplings=True)
-        couplings = _inputs.to_numpy(couplings).astype("float64")
-        if couplings.ndim != 3:
-            raise ValueError(
-                "`routing_layer_diagnostics` handles couplings of shape "
-                "(batch, parents, children). Received: layer "
-                f"{name!r} with couplings of shape {couplings.shape}")
-        results[name] = routing_diagnostics(
-            np.transpose(couplings, (0, 2, 1))[:, None])
-    return results
-
-
-def _has_diagnostics(layer):
-    if isinstance(layer, layers.AttentionRouting):
-        return True
-    if isinstance(layer, layers.InvertedAttentionRouting):
-        return layer.kernel_size is None
-    return _returns_couplings(layer)
 
 
 def _geometric_agreement(couplings, votes, parents):

@@ -1,0 +1,337 @@
+"""The base class every routing layer shares."""
+
+import warnings
+
+import keras
+from keras import ops
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.ops import capsule_ops
+from keras_caps.validation import check_choice
+from keras_caps.validation import check_temperature
+
+# "unified": `(batch, heads, children, parents)` for every router. "legacy":
+# each router's layout before the contract, set when a file saved before it
+# loads, so a saved graph that reads the couplings keeps its shapes.
+COUPLINGS_LAYOUTS = ("unified", "legacy")
+
+
+@keras_caps_export("keras_caps.layers.Router")
+class Router(keras.layers.Layer):
+    """Base class of routing layers: the temperature, couplings and trace.
+
+    A router maps child capsules to parent capsules through couplings, a
+    probability over parents (or children) per child–parent pair, from a
+    tempered softmax of agreement logits:
+
+    ```
+    couplings = softmax(agreement / max(temperature, MIN_TEMPERATURE))
+    ```
+
+    The base class owns what every router shares, so a new router writes
+    only its maths:
+
+    - the routing **temperature**: a validated float argument, held after
+      `build` in a non-trainable float32 variable (a callback can anneal it
+      during `fit` without retracing), in the config, and restored from
+      weight lists and files saved before it existed;
+    - the **couplings output**: `layer(x, return_couplings=True)` returns
+      `(outputs, couplings)` with couplings of shape `(batch, heads,
+      children, parents)` (`heads = 1` for single-head routers) that sum to
+      1 over the axis named by `normalization_axis`;
+    - `routing_trace(x)`: the couplings and agreement logits of every
+      routing pass, float32, in the same layout;
+    - the output spec, so the layer works on symbolic inputs.
+
+    Numerics follow one rule: agreements, logits and softmaxes are
+    computed in float32 under mixed precision (cast the result back to the
+    compute dtype), and the temperature divides them no lower than
+    `MIN_TEMPERATURE`, so the gradient through a near-hard routing is at
+    most `1 / MIN_TEMPERATURE` times the logits' and stays finite in
+    float16.
+
+    A subclass implements:
+
+    - `build_router(input_shape)`: its weights (the base `build` calls it,
+      then adds the temperature last);
+    - `compute_routing(inputs, keep_passes=False)`: returns a
+      `RoutingPasses` with the outputs and, per pass, the couplings and
+      agreement in the layout above (only the last pass unless
+      `keep_passes`); use `self.tempered_softmax(logits, axis)`;
+    - `compute_output_shape(input_shape)` and
+      `compute_couplings_shape(input_shape)`;
+    - `get_config()` with its own arguments (the base adds `temperature`).
+
+    Args:
+        temperature: float. The routing temperature, above 0. Defaults to
+            `1.0` (the router's paper). Values below `MIN_TEMPERATURE`
+            route as `MIN_TEMPERATURE`.
+        couplings_layout: `"unified"` (the default) or `"legacy"`, the
+            layout a router returned before this contract; set when a file
+            saved before it loads. Deprecated; do not pass it.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Example:
+
+    >>> layer = keras_caps.layers.FCCaps(num_capsules=3, capsule_dim=4)
+    >>> isinstance(layer, keras_caps.layers.Router)
+    True
+    >>> outputs, couplings = layer(np.ones((2, 5, 8)), return_couplings=True)
+    >>> tuple(couplings.shape)  # (batch, heads, children, parents)
+    (2, 1, 5, 3)
+    """
+
+    #: The smallest temperature the softmax divides by.
+    MIN_TEMPERATURE = 1e-3
+    #: The couplings axis that sums to 1: `"parents"` (axis 3, each child
+    #: splits itself between the parents) or `"children"` (axis 2).
+    normalization_axis = "parents"
+    #: Whether files and weight lists saved before the router had a
+    #: temperature exist (they load with the temperature at its initial
+    #: value); new routers leave it `False`.
+    legacy_weights_without_temperature = False
+    #: Whether the router returned another couplings layout before the
+    #: unified one (files saved then keep it); new routers leave it `False`.
+    legacy_couplings_layout = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "build" in cls.__dict__:
+            raise TypeError(
+                f"`{cls.__name__}` defines `build`; a `Router` subclass "
+                "implements `build_router(input_shape)` instead (the base "
+                "`build` calls it and then adds the temperature).")
+
+    def __init__(self, temperature=1.0, couplings_layout="unified",
+                 **kwargs):
+        check_choice("couplings_layout", couplings_layout, COUPLINGS_LAYOUTS)
+        initial_temperature = check_temperature("temperature", temperature)
+        super().__init__(**kwargs)
+        self._initial_temperature = initial_temperature
+        self._temperature = None
+        self.couplings_layout = couplings_layout
+
+    # --- Building --------------------------------------------------------
+
+    def build(self, input_shape):
+        self.build_router(input_shape)
+        # Last of the layer's own weights: the files and weight lists
+        # saved before the temperature existed hold all the others first.
+        self._temperature = self.add_weight(
+            name="temperature", shape=(),
+            initializer=keras.initializers.Constant(
+                self._initial_temperature),
+            dtype="float32", trainable=False, autocast=False)
+
+    def build_router(self, input_shape):
+        """Creates the router's weights (everything but the temperature)."""
+        raise NotImplementedError(
+            f"`{type(self).__name__}` must implement `build_router`.")
+
+    # --- The temperature -------------------------------------------------
+
+    @property
+    def temperature(self):
+        """The current routing temperature, a Python float."""
+        if self._temperature is None:
+            return self._initial_temperature
+        return float(ops.convert_to_numpy(self._temperature))
+
+    @temperature.setter
+    def temperature(self, value):
+        value = check_temperature("temperature", value)
+        if self._temperature is None:
+            self._initial_temperature = value
+        else:
+            self._temperature.assign(value)
+
+    @property
+    def temperature_variable(self):
+        """The float32 variable holding the temperature (after `build`)."""
+        return self._temperature
+
+    def tempered_softmax(self, logits, axis):
+        """`softmax(logits / temperature)` over `axis`, in float32.
+
+        The logits are shifted by their (gradient-free) maximum first, so a
+        tiny temperature gives one-hot couplings instead of `inf - inf`;
+        with temperature 1 this equals `softmax(logits)` exactly.
+        """
+        logits = capsule_ops.at_least_float32(logits)
+        shift = ops.stop_gradient(ops.max(logits, axis=axis, keepdims=True))
+        return ops.softmax(self.temper(logits - shift), axis=axis)
+
+    def temper(self, shifted_logits):
+        """`shifted_logits / temperature` for float32 logits shifted to <= 0.
+
+        For routers that write their own (e.g. masked) softmax.
+        """
+        if self._temperature is None:
+            raise ValueError(
+                f"`{type(self).__name__}` {self.name!r} routes before its "
+                "temperature exists: call the layer (or `build` it) first.")
+        temperature = ops.maximum(self._temperature, self.MIN_TEMPERATURE)
+        return shifted_logits / ops.cast(temperature, shifted_logits.dtype)
+
+    # --- Calling ---------------------------------------------------------
+
+    def call(self, inputs, return_couplings=False):
+        passes = self.compute_routing(inputs)
+        return self.routing_outputs(passes, return_couplings)
+
+    def compute_routing(self, inputs, keep_passes=False):
+        """The router's maths: a `RoutingPasses` (see the class docstring)."""
+        raise NotImplementedError(
+            f"`{type(self).__name__}` must implement `compute_routing`.")
+
+    def routing_outputs(self, passes, return_couplings):
+        """What `call` returns: the outputs, and the last couplings if asked.
+
+        Under `couplings_layout="legacy"` the couplings take the router's
+        layout from before the unified one (`legacy_couplings`).
+        """
+        if not return_couplings:
+            return passes.outputs
+        if self.couplings_layout == "legacy":
+            warnings.warn(
+                f"`{type(self).__name__}` {self.name!r} was saved before "
+                "the unified couplings layout and returns its couplings "
+                "in its old layout; build the layer anew (or pass "
+                "couplings_layout='unified' in its config) for "
+                "`(batch, heads, children, parents)`.",
+                DeprecationWarning, stacklevel=2)
+            return passes.outputs, self.legacy_couplings(passes)
+        couplings = passes.couplings[-1]
+        return passes.outputs, ops.cast(couplings, passes.outputs.dtype)
+
+    def legacy_couplings(self, passes):
+        """The couplings in the router's layout before the contract."""
+        raise ValueError(
+            f"`{type(self).__name__}` has no legacy couplings layout. "
+            "Received: couplings_layout='legacy'")
+
+    def routing_trace(self, inputs, **call_kwargs):
+        """Every routing pass, for diagnostics.
+
+        Args:
+            inputs: As for `call`.
+            **call_kwargs: The router's other call arguments (masks).
+
+        Returns:
+            A dict with `"couplings"` and `"agreement"`, lists with one
+            float32 `(batch, heads, children, parents)` tensor per pass
+            (the agreement is the logits the tempered softmax normalises;
+            zeros for a uniform pass), `"parents"`, each pass's outputs,
+            and `"votes"`, what each child proposes to each parent
+            `(batch, children, parents, dim)`, where the router has such
+            votes (else `None`).
+        """
+        if not self.built:
+            raise ValueError(
+                f"`routing_trace` needs a built `{type(self).__name__}`: "
+                "call the layer on inputs (or `build` it) first.")
+        inputs = keras.tree.map_structure(
+            lambda tensor: ops.convert_to_tensor(tensor, self.compute_dtype),
+            inputs)
+        passes = self.compute_routing(inputs, keep_passes=True, **call_kwargs)
+        return passes.as_trace()
+
+    # --- Shapes ----------------------------------------------------------
+
+    def compute_couplings_shape(self, input_shape):
+        """The couplings shape `(batch, heads, children, parents)`."""
+        raise NotImplementedError(
+            f"`{type(self).__name__}` must implement "
+            "`compute_couplings_shape`.")
+
+    def couplings_grid(self, input_shape):
+        """`None`, or the `(rows, columns)` of a convolutional router.
+
+        A convolutional router's children axis holds one block of window
+        children per output position, positions in row-major order; a
+        fully connected router returns `None`.
+        """
+        return None
+
+    def compute_legacy_couplings_shape(self, input_shape):
+        """The couplings shape under `couplings_layout="legacy"`."""
+        return self.compute_couplings_shape(input_shape)
+
+    def compute_output_spec(self, inputs, return_couplings=False,
+                            **call_kwargs):
+        input_shape = _shape_of(inputs)
+        outputs = keras.KerasTensor(self.compute_output_shape(input_shape),
+                                    dtype=self.compute_dtype)
+        if not return_couplings:
+            return outputs
+        if self.couplings_layout == "legacy":
+            shape = self.compute_legacy_couplings_shape(input_shape)
+        else:
+            shape = self.compute_couplings_shape(input_shape)
+        return outputs, keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+    # --- Saving ----------------------------------------------------------
+
+    def get_config(self):
+        config = super().get_config()
+        config["temperature"] = self.temperature
+        if self.legacy_couplings_layout:
+            config["couplings_layout"] = self.couplings_layout
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        if cls.legacy_couplings_layout and "couplings_layout" not in config:
+            # Saved before the unified couplings: keep the old layout, so a
+            # saved graph that reads the couplings keeps its shapes.
+            config = {**config, "couplings_layout": "legacy"}
+        return cls(**config)
+
+    def _weights_before_temperature(self):
+        """The own weights a file saved before the temperature held."""
+        if (not self.legacy_weights_without_temperature
+                or self._temperature is None):
+            return None
+        own = self._trainable_variables + self._non_trainable_variables
+        if not own or own[-1] is not self._temperature:
+            return None
+        return own[:-1]
+
+    def set_weights(self, weights):
+        """As `Layer.set_weights`; a list from before the temperature loads.
+
+        Such a list (a router that existed before the temperature, with
+        exactly the layer's other weights, of the same shapes, and no
+        sublayers) keeps the current temperature.
+        """
+        before = self._weights_before_temperature()
+        if (before is not None and len(self.weights) == len(before) + 1
+                and _shapes_match(weights, before)):
+            weights = [*weights, ops.convert_to_numpy(self._temperature)]
+        super().set_weights(weights)
+
+    def load_own_variables(self, store):
+        before = self._weights_before_temperature()
+        saved = [store[f"{index}"] for index in range(len(store.keys()))]
+        if before is not None and len(saved) == len(before) and (
+                _shapes_match(saved, before)):
+            # Saved before the router had a temperature: every other
+            # variable is in the file, in the same order.
+            for variable, value in zip(before, saved):
+                variable.assign(value)
+            self._temperature.assign(self._initial_temperature)
+            return
+        super().load_own_variables(store)
+
+
+def _shapes_match(values, variables):
+    if len(values) != len(variables):
+        return False
+    return all(tuple(value.shape) == tuple(variable.shape)
+               for value, variable in zip(values, variables))
+
+
+def _shape_of(inputs):
+    if isinstance(inputs, (list, tuple)):
+        return [tuple(tensor.shape) for tensor in inputs]
+    return tuple(inputs.shape)
