@@ -5,6 +5,7 @@ import keras
 from keras_caps import layers
 from keras_caps import losses
 from keras_caps import metrics
+from keras_caps import model_roles as roles
 from keras_caps.applications.compiling import compile_model
 from keras_caps.applications.compiling import resolve_optimizer
 
@@ -23,20 +24,21 @@ def capsule_head_model(images, class_capsules, decoder, preset, name, *,
     and accuracy metrics; see `_compile`.
     """
     num_objects = preset["num_objects"]
-    lengths = layers.Length(dtype="float32", name="length")(class_capsules)
+    lengths = layers.Length(dtype="float32", name=roles.LENGTH)(
+        class_capsules)  # (batch, classes)
     if decoder is None:
         model = keras.Model(images, lengths, name=name)
     else:
         num_classes = class_capsules.shape[1]
         label_shape = ((num_classes,) if num_objects == 1 else
                        (num_objects, num_classes))
-        labels = keras.Input(label_shape, name="label")
+        labels = keras.Input(label_shape, name=roles.LABEL)
         masked = layers.Mask(
             num_masks=None if num_objects == 1 else num_objects,
-            name="mask")([class_capsules, labels])
+            name=roles.MASK)([class_capsules, labels])
         model = keras.Model(
-            {"image": images, "label": labels},
-            {"length": lengths, "reconstruction": decoder(masked)},
+            {roles.IMAGE: images, roles.LABEL: labels},
+            {roles.LENGTH: lengths, roles.RECONSTRUCTION: decoder(masked)},
             name=name)
     if compile:
         _compile(model, preset, decoder is not None, optimizer, jit_compile)
@@ -62,10 +64,12 @@ def _compile(model, preset, reconstruction, optimizer, jit_compile):
     if reconstruction:
         compile_model(
             model, optimizer,
-            loss={"length": losses.MarginLoss(), "reconstruction": "mse"},
-            loss_weights={"length": 1.0,
-                          "reconstruction": preset["reconstruction_weight"]},
-            metrics={"length": accuracy}, jit_compile=jit_compile)
+            loss={roles.LENGTH: losses.MarginLoss(),
+                  roles.RECONSTRUCTION: "mse"},
+            loss_weights={
+                roles.LENGTH: 1.0,
+                roles.RECONSTRUCTION: preset["reconstruction_weight"]},
+            metrics={roles.LENGTH: accuracy}, jit_compile=jit_compile)
     else:
         compile_model(model, optimizer, loss=losses.MarginLoss(),
                       metrics=accuracy, jit_compile=jit_compile)

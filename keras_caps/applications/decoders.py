@@ -15,8 +15,11 @@ import math
 
 import keras
 
+from keras_caps import model_roles as roles
 
-def dense_decoder(input_dim, output_shape, num_objects=1, name="decoder"):
+
+def dense_decoder(input_dim, output_shape, num_objects=1,
+                  name=roles.DECODER):
     """The MNIST decoder: Dense 512 -> Dense 1024 -> Dense (sigmoid) -> image.
 
     Args:
@@ -52,7 +55,7 @@ def dense_decoder(input_dim, output_shape, num_objects=1, name="decoder"):
     )
 
 
-def conv_decoder(input_dim, output_shape, name="decoder"):
+def conv_decoder(input_dim, output_shape, name=roles.DECODER):
     """The smallNORB decoder: Dense 64 -> 8x8 -> bilinear upsampling + convs.
 
     Spatial sizes: 8 -> 16 -> 14 -> 28 -> 26 -> 52 -> 50 -> 48, so it

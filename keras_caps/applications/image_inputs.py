@@ -6,6 +6,8 @@ import numbers
 import keras
 import numpy as np
 
+from keras_caps import model_roles as roles
+
 
 def check_image_shape(input_shape, default):
     """`input_shape` as a tuple of 3 positive ints, or `default` if None."""
@@ -48,5 +50,5 @@ def input_scaling_layer(preset, input_shape, input_statistics):
                 f", variance of shape {variance.shape}")
         return keras.layers.Normalization(
             mean=mean.tolist(), variance=variance.tolist(),
-            name="input_scaling")
-    return keras.layers.Rescaling(1.0 / 255.0, name="input_scaling")
+            name=roles.INPUT_SCALING)
+    return keras.layers.Rescaling(1.0 / 255.0, name=roles.INPUT_SCALING)

@@ -26,6 +26,7 @@ import keras
 import numpy as np
 
 from keras_caps import layers
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 
 DECODER_GROUP = "Generator"
@@ -238,9 +239,9 @@ def _target_layers(model):
     decoder = None
     network = []
     for layer in model.layers:
-        if layer.name == "decoder" and isinstance(layer, keras.Model):
+        if layer.name == roles.DECODER and isinstance(layer, keras.Model):
             decoder = layer
-        elif layer.name != "input_scaling" and layer.weights:
+        elif layer.name != roles.INPUT_SCALING and layer.weights:
             network.append(layer)
     if not network:
         raise ValueError(

@@ -1,6 +1,7 @@
 import keras
 
 from keras_caps import layers
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications.compiling import builder_docstring
 from keras_caps.applications.compiling import compile_model
@@ -151,13 +152,13 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
             num_hidden_capsules, hidden_capsule_dim,
             num_inputs=None if index == 1 else num_hidden_capsules,
             num_iterations=num_iterations, name=f"routing_{index}")(
-                x, return_couplings=True)
+                x, return_credit=True)
     x, _ = layers.VectorRouting(
         num_classes, 1, num_inputs=num_hidden_capsules,
         num_iterations=num_iterations, dtype="float32",
-        name="class_routing")(x, return_couplings=True)
+        name=roles.CLASS_ROUTING)(x, return_credit=True)
     logits = keras.layers.Reshape((num_classes,), dtype="float32",
-                                  name="logits")(x)
+                                  name=roles.LOGITS)(x)
     model = keras.Model(backbone.input, logits, name=name)
 
     if compile:

@@ -1,6 +1,7 @@
 import keras
 
 from keras_caps import layers
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
 from keras_caps.applications.builder_arguments import resolve_num_classes
@@ -104,8 +105,8 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
             f"num_classes={num_classes}")
 
     # === Layers and functional model ===
-    images = keras.Input(input_shape, name="image")
-    x = keras.layers.Rescaling(1.0 / 255.0, name="input_scaling")(images)
+    images = keras.Input(input_shape, name=roles.IMAGE)
+    x = keras.layers.Rescaling(1.0 / 255.0, name=roles.INPUT_SCALING)(images)
     # Official initialisers: truncated normal (std 5e-2 for conv1, the
     # default 0.1 of `weight_variable` for the capsule layers), biases 0.1.
     x = keras.layers.Conv2D(
@@ -120,7 +121,7 @@ def CapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
         name="primary_caps")(x)
     class_capsules = layers.DynamicRouting(
         num_classes, preset["capsule_dim"], num_iterations=num_iterations,
-        use_bias=True, name="digit_caps")(capsules)
+        use_bias=True, name=roles.CLASS_CAPSULES)(capsules)
     decoder = None
     if reconstruction:
         decoder = decoders.dense_decoder(

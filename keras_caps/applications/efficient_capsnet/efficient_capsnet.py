@@ -1,6 +1,7 @@
 import keras
 
 from keras_caps import layers
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications import decoders
 from keras_caps.applications.builder_arguments import resolve_num_classes
@@ -101,7 +102,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
             f"num_classes={num_classes}")
 
     # === Layers and functional model ===
-    images = keras.Input(input_shape, name="image")
+    images = keras.Input(input_shape, name=roles.IMAGE)
     x = input_scaling_layer(preset, input_shape, input_statistics)(images)
     for index, block in enumerate(preset["stem"], start=1):
         for layer in _stem_block(preset["stem_block"], index, **block):
@@ -111,7 +112,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     capsules = layers.PrimaryCaps(**primary_caps_args,
                                   name="primary_caps")(x)
     class_capsules = layers.FCCaps(num_classes, preset["capsule_dim"],
-                                   name="digit_caps")(capsules)
+                                   name=roles.CLASS_CAPSULES)(capsules)
     decoder = None
     if reconstruction:
         decoder = _decoder(preset, input_shape,

@@ -3,6 +3,7 @@ import math
 import keras
 
 from keras_caps import layers
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications.builder_arguments import reject_reconstruction
 from keras_caps.applications.builder_arguments import resolve_num_classes
@@ -112,11 +113,11 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
     num_classes = resolve_num_classes(num_classes, preset, minimum=2)
 
     # === Layers and functional model ===
-    images = keras.Input(input_shape, name="image")
+    images = keras.Input(input_shape, name=roles.IMAGE)
     x = keras.layers.Normalization(
         mean=[255.0 * mean for mean in preset["input_mean"]],
         variance=[(255.0 * std)**2 for std in preset["input_std"]],
-        name="input_scaling")(images)
+        name=roles.INPUT_SCALING)(images)
     if backbone == "resnet":
         x = _resnet_backbone(x, preset["backbones"]["resnet"])
     else:
@@ -149,7 +150,7 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
         epsilon=_LAYER_NORM_EPSILON, name="class_caps"))
     class_poses = layers.InvertedAttentionRoutingStack(
         routed, num_iterations=num_iterations, schedule=schedule,
-        name="capsule_routing")(x)  # (batch, num_classes, capsule_dim)
+        name=roles.CAPSULE_ROUTING)(x)  # (batch, num_classes, capsule_dim)
     bound = 1.0 / math.sqrt(capsule_dim)
     x = keras.layers.Dense(
         1, kernel_initializer=_torch_default_initializer(),
@@ -157,7 +158,7 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
         dtype="float32", name="classifier")(class_poses)
     # Reshape, not squeeze: a batch of one keeps its batch axis.
     logits = keras.layers.Reshape((num_classes,), dtype="float32",
-                                  name="logits")(x)
+                                  name=roles.LOGITS)(x)
     model = keras.Model(images, logits, name=name)
 
     if compile:

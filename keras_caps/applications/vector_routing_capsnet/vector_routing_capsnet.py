@@ -1,6 +1,7 @@
 import keras
 
 from keras_caps import layers
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.applications.builder_arguments import reject_reconstruction
 from keras_caps.applications.builder_arguments import resolve_num_classes
@@ -89,7 +90,7 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
     num_classes = resolve_num_classes(num_classes, preset, minimum=2)
 
     # === Layers and functional model ===
-    images = keras.Input(input_shape, name="image")
+    images = keras.Input(input_shape, name=roles.IMAGE)
     x = input_scaling_layer(preset, input_shape, input_statistics)(images)
     for index, block in enumerate(preset["stem"], start=1):
         x = keras.layers.Conv2D(
@@ -108,14 +109,14 @@ def VectorRoutingCapsNet(dataset="mnist", *, input_shape=None,
         x, _ = layers.VectorRouting(
             routing["num_capsules"], routing["capsule_dim"],
             num_inputs=num_inputs, num_iterations=preset["num_iterations"],
-            name=f"routing_{index}")(x, return_couplings=True)
+            name=f"routing_{index}")(x, return_credit=True)
         num_inputs = routing["num_capsules"]
     x, _ = layers.VectorRouting(
         num_classes, 1, num_inputs=num_inputs,
         num_iterations=preset["num_iterations"], dtype="float32",
-        name="class_routing")(x, return_couplings=True)
+        name=roles.CLASS_ROUTING)(x, return_credit=True)
     logits = keras.layers.Reshape((num_classes,), dtype="float32",
-                                  name="logits")(x)
+                                  name=roles.LOGITS)(x)
     model = keras.Model(images, logits, name=name)
 
     if compile:
