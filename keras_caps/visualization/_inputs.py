@@ -3,16 +3,12 @@
 import keras
 import numpy as np
 
+from keras_caps import model_roles as roles
+
 
 def image_input(model):
     """The image input of `model` (its `"image"` input, or its first)."""
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            "Received an invalid type for `model`, expected a `keras.Model`"
-            f". Received: model={model!r} of type {type(model).__name__}")
-    if isinstance(model.input, dict) and "image" in model.input:
-        return model.input["image"]
-    return keras.tree.flatten(model.input)[0]
+    return roles.image_input(model)
 
 
 def as_batch(model, inputs, name="images"):

@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.visualization import _figures
 from keras_caps.visualization import _inputs
@@ -53,8 +54,8 @@ def capsule_perturbations(model, image, class_index=None,
             f"image.shape={image.shape}")
     capsules_and_lengths = keras.Model(
         _inputs.image_input(model),
-        (model.get_layer("digit_caps").output,
-         model.get_layer("length").output))
+        (model.get_layer(roles.CLASS_CAPSULES).output,  # (b, classes, dim)
+         model.get_layer(roles.LENGTH).output))  # (batch, classes)
     capsules, lengths = (_inputs.to_numpy(x) for x in capsules_and_lengths(
         image, training=False))
     num_classes, capsule_dim = capsules.shape[1:]
@@ -81,9 +82,9 @@ def capsule_perturbations(model, image, class_index=None,
     labels[:, class_index] = 1.0
     # `training=True` makes the mask use the given class, not the longest
     # capsule; the decoder runs in inference mode.
-    masked = model.get_layer("mask")([perturbed, labels], training=True)
+    masked = model.get_layer(roles.MASK)([perturbed, labels], training=True)
     decoded = _inputs.to_numpy(
-        model.get_layer("decoder")(masked, training=False))
+        model.get_layer(roles.DECODER)(masked, training=False))
     return (decoded.reshape(len(dimensions), offsets.size,
                             *decoded.shape[1:]), class_index)
 
@@ -153,21 +154,15 @@ def plot_capsule_perturbations(model, image, class_index=None,
 
 def _check_layers(model):
     _inputs.image_input(model)
-    names = {layer.name for layer in model.layers}
-    needed = {"digit_caps", "length", "mask", "decoder"}
-    missing = sorted(needed - names)
-    if missing:
-        raise ValueError(
-            "Capsule perturbations need a model with layers named "
-            f"{sorted(needed)}. Missing: {missing}. Received: a model with "
-            f"layers {sorted(names)}")
-    if getattr(model.get_layer("mask"), "num_masks", None) is not None:
+    roles.require_roles(
+        model, (roles.CLASS_CAPSULES, roles.LENGTH, roles.MASK, roles.DECODER),
+        "Capsule perturbations")
+    num_masks = getattr(model.get_layer(roles.MASK), "num_masks", None)
+    if num_masks is not None:
         raise ValueError(
             "Capsule perturbations decode one object per image, but the "
-            "model's `mask` layer selects "
-            f"{model.get_layer('mask').num_masks} (a MultiMNIST model). "
-            "Received: a mask with num_masks="
-            f"{model.get_layer('mask').num_masks}")
+            f"model's `{roles.MASK}` layer selects {num_masks} (a "
+            f"MultiMNIST model). Received: a mask with num_masks={num_masks}")
 
 
 def _check_index(name, value, size):

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.visualization import _figures
 from keras_caps.visualization import _inputs
@@ -40,7 +41,7 @@ def credit_maps(model, images, class_index=None, grid_shape=None):
     images = _inputs.as_batch(model, images)
     outputs, credit = credit_model(model)(images, training=False)
     if isinstance(outputs, dict):
-        outputs = outputs.get("length", next(iter(outputs.values())))
+        outputs = outputs.get(roles.LENGTH, next(iter(outputs.values())))
     scores = _inputs.to_numpy(outputs).reshape(len(images), -1)
     credit = _inputs.to_numpy(credit)  # (batch, positions, classes)
     num_positions, num_classes = credit.shape[1:]

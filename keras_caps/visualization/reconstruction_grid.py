@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.visualization import _figures
 from keras_caps.visualization import _inputs
@@ -34,8 +35,8 @@ def reconstructions(model, images):
     images = _inputs.as_batch(model, images)
     outputs = inference_model(model, reconstruction=True)(images,
                                                           training=False)
-    lengths = _inputs.to_numpy(outputs["length"])
-    reconstructed = _inputs.to_numpy(outputs["reconstruction"])
+    lengths = _inputs.to_numpy(outputs[roles.LENGTH])
+    reconstructed = _inputs.to_numpy(outputs[roles.RECONSTRUCTION])
     if reconstructed.ndim == images.ndim + 1:  # (batch, objects, ...)
         reconstructed = np.clip(reconstructed.sum(axis=1), 0.0, 1.0)
     return np.argmax(lengths, axis=-1), reconstructed
