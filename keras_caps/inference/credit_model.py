@@ -11,7 +11,7 @@ def credit_model(model):
 
     Shares the layers (and weights) of `model`, a model whose last
     `VectorRouting` layers form a chain (each one routes the outputs of the
-    previous one) and were called with `return_couplings=True`, as
+    previous one) and were called with `return_credit=True`, as
     `VectorRoutingHead` and `VectorRoutingCapsNet` build them. The result
     maps the inputs of `model` to `(outputs, credit)`: the outputs of
     `model` (the logits) and the end-to-end credit assignments of the
@@ -61,7 +61,7 @@ def credit_model(model):
         if not isinstance(outputs, (list, tuple)) or len(outputs) != 2:
             raise ValueError(
                 "`credit_model` needs routings called with "
-                "`return_couplings=True` (use the first output "
+                "`return_credit=True` (use the first output "
                 "downstream), as `VectorRoutingHead` builds them. Received: "
                 f"the routing {routing.name!r} returns only its outputs")
     # Walk back from the last routing while the input is a routing output.

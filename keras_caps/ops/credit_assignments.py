@@ -1,7 +1,7 @@
 """End-to-end credit assignments through stacked routings (Heinsen 2022).
 
 A routing's credit assignments `phi` (`VectorRouting(...,
-return_couplings=True)`) say how much each of its inputs
+return_credit=True)`) say how much each of its inputs
 contributed to each of its outputs, additively. When routings are stacked,
 the credit of the first layer's inputs for the last layer's outputs is the
 chain of matrix products of the individual `phi`s (the paper's Appendix A).

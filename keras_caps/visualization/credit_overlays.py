@@ -21,7 +21,7 @@ def credit_maps(model, images, class_index=None, grid_shape=None):
 
     Args:
         model: A `keras.Model` whose `VectorRouting` layers were called with
-            `return_couplings=True`, e.g. from
+            `return_credit=True`, e.g. from
             `VectorRoutingCapsNet`.
         images: Raw images (0-255), one example or a batch.
         class_index: int. The class whose credit is returned. Defaults to

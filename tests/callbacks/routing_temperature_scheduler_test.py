@@ -64,7 +64,7 @@ class RoutingTemperatureSchedulerTest(TestCase):
         rng = np.random.default_rng(0)
         model, kernel, prior = _couplings_model(rng)
         x = rng.normal(size=(NUM_SAMPLES, 6, 4)).astype("float32")
-        y = np.zeros((NUM_SAMPLES, 3, 6), dtype="float32")
+        y = np.zeros((NUM_SAMPLES, 1, 6, 3), dtype="float32")
         schedule = ExponentialTemperatureDecay(8.0, 0.5, 0.1)
         log_path = os.path.join(self.get_temp_dir(), "history.csv")
         losses = _BatchLosses()
@@ -130,7 +130,7 @@ class RoutingTemperatureSchedulerTest(TestCase):
         rng = np.random.default_rng(1)
         model, _, _ = _couplings_model(rng)
         x = rng.normal(size=(NUM_SAMPLES, 6, 4)).astype("float32")
-        y = np.zeros((NUM_SAMPLES, 3, 6), dtype="float32")
+        y = np.zeros((NUM_SAMPLES, 1, 6, 3), dtype="float32")
         steps = []
 
         def schedule(step):
@@ -188,7 +188,7 @@ class RoutingTemperatureSchedulerTest(TestCase):
         rng = np.random.default_rng(2)
         model, _, _ = _couplings_model(rng)
         x = rng.normal(size=(NUM_SAMPLES, 6, 4)).astype("float32")
-        y = np.zeros((NUM_SAMPLES, 3, 6), dtype="float32")
+        y = np.zeros((NUM_SAMPLES, 1, 6, 3), dtype="float32")
 
         def fit(callback):
             model.fit(x, y, batch_size=BATCH_SIZE, epochs=1, verbose=0,

@@ -3,6 +3,7 @@ import numpy as np
 from absl.testing import parameterized
 
 from keras_caps import layers
+from keras_caps import diagnostics
 from keras_caps import visualization
 from keras_caps.testing import TestCase
 from tests.layers import attention_routing_reference
@@ -56,7 +57,7 @@ class RoutingDiagnosticsTest(TestCase):
                      for _ in range(2)]
         votes = rng.normal(size=(2, 5, 3, 4))
         parents = [rng.normal(size=(2, 3, 4)) for _ in range(2)]
-        found = visualization.routing_diagnostics(
+        found = diagnostics.routing_diagnostics(
             couplings, votes=votes, parents=parents,
             normalization=normalization)
         expected = _entropy_by_loops(couplings[-1],
@@ -74,7 +75,7 @@ class RoutingDiagnosticsTest(TestCase):
         one_hot = np.zeros((1, 1, 4, 3))
         one_hot[0, 0, :, 1] = 1.0
         uniform = np.full((1, 1, 4, 3), 1.0 / 3.0)
-        found = visualization.routing_diagnostics(
+        found = diagnostics.routing_diagnostics(
             np.concatenate([one_hot, uniform], axis=1))
         self.assertAllClose(found["entropy_per_head"], [0.0, np.log(3.0)])
 
@@ -85,7 +86,7 @@ class RoutingDiagnosticsTest(TestCase):
                                         num_iterations=2, name="routing")
         model = keras.Model(children, layers.Length()(layer(children)))
         inputs = np.random.default_rng(1).normal(size=(2, 6, 4))
-        found = visualization.routing_layer_diagnostics(model, inputs)
+        found = diagnostics.routing_layer_diagnostics(model, inputs)
         self.assertEqual(list(found), ["routing"])
         trace = layer.routing_trace(inputs.astype("float32"))
         numpy = keras.ops.convert_to_numpy
@@ -103,26 +104,43 @@ class RoutingDiagnosticsTest(TestCase):
     def test_layer_diagnostics_of_dynamic_routing(self):
         model = tiny_models.tiny_capsnet(routing="dynamic_routing")
         images = tiny_models.random_images(2, (12, 12, 1))
-        found = visualization.routing_layer_diagnostics(model, images)
+        found = diagnostics.routing_layer_diagnostics(model, images)
         children = keras.Model(model.input["image"],
                                model.get_layer("primary_caps").output)(images)
-        _, couplings = model.get_layer("digit_caps")(
-            children, return_couplings=True)
-        couplings = np.transpose(np.asarray(couplings), (0, 2, 1))[:, None]
+        layer = model.get_layer("digit_caps")
+        _, couplings = layer(children, return_couplings=True)
+        couplings = np.asarray(couplings, dtype="float64")  # (b, 1, i, j)
         self.assertAllClose(found["digit_caps"]["entropy_per_head"],
                             _entropy_by_loops(couplings), atol=1e-6)
-        self.assertNotIn("geometric_agreement", found["digit_caps"])
+        # Every iteration's L_geo, from the votes of the trace.
+        trace = layer.routing_trace(children)
+        numpy = keras.ops.convert_to_numpy
+        self.assertAllClose(
+            found["digit_caps"]["geometric_agreement"],
+            [np.mean(attention_routing_reference.geometric_agreement(
+                numpy(c).astype("float64"), numpy(trace["votes"]),
+                numpy(v))) for c, v in zip(trace["couplings"],
+                                           trace["parents"])],
+            atol=1e-5, rtol=1e-5)
+        self.assertLen(found["digit_caps"]["geometric_agreement"],
+                       layer.num_iterations)
+
+    def test_the_visualization_names_are_the_same_functions(self):
+        self.assertIs(visualization.routing_diagnostics,
+                      diagnostics.routing_diagnostics)
+        self.assertIs(visualization.routing_layer_diagnostics,
+                      diagnostics.routing_layer_diagnostics)
 
     def test_bad_arguments(self):
         with self.assertRaisesRegex(ValueError, "`normalization`"):
-            visualization.routing_diagnostics(np.ones((1, 1, 2, 2)),
+            diagnostics.routing_diagnostics(np.ones((1, 1, 2, 2)),
                                               normalization="heads")
         with self.assertRaisesRegex(ValueError, "`couplings`.*4 axes"):
-            visualization.routing_diagnostics(np.ones((1, 2, 2)))
+            diagnostics.routing_diagnostics(np.ones((1, 2, 2)))
         with self.assertRaisesRegex(ValueError, "both `votes` and"):
-            visualization.routing_diagnostics(np.ones((1, 1, 2, 2)),
+            diagnostics.routing_diagnostics(np.ones((1, 1, 2, 2)),
                                               votes=np.ones((1, 2, 2, 3)))
         with self.assertRaisesRegex(ValueError, "one `parents` array"):
-            visualization.routing_diagnostics(
+            diagnostics.routing_diagnostics(
                 [np.ones((1, 1, 2, 2))], votes=np.ones((1, 2, 2, 3)),
                 parents=[np.ones((1, 2, 3))] * 2)

@@ -14,11 +14,11 @@ def _tiny_routing_model(num_inputs=5, input_dim=4):
     """Hand-built: 5 inputs -> 3 -> 3 -> 2 logits, credits returned."""
     inputs = keras.Input((num_inputs, input_dim), name="inputs")
     x, _ = VectorRouting(3, 4, num_inputs=num_inputs, name="first")(
-        inputs, return_couplings=True)
+        inputs, return_credit=True)
     x, _ = VectorRouting(3, 4, num_inputs=3, num_iterations=1,
-                         name="second")(x, return_couplings=True)
+                         name="second")(x, return_credit=True)
     x, _ = VectorRouting(2, 1, num_inputs=3, num_iterations=3,
-                         name="classes")(x, return_couplings=True)
+                         name="classes")(x, return_credit=True)
     logits = keras.layers.Reshape((2,), name="logits")(x)
     return keras.Model(inputs, logits)
 
@@ -28,7 +28,7 @@ def _by_hand(routings, x, mask=None):
     phis = []
     for index, routing in enumerate(routings):
         kwargs = {"mask": mask} if index == 0 and mask is not None else {}
-        x, phi = routing(x, return_couplings=True, **kwargs)
+        x, phi = routing(x, return_credit=True, **kwargs)
         phis.append(keras.ops.convert_to_numpy(phi))
     logits = keras.ops.convert_to_numpy(x)[..., 0]
     return logits, reference.compose_credit_assignments(phis)
@@ -118,6 +118,6 @@ class CreditModelTest(TestCase):
             credit_model(dense)
         outputs = VectorRouting(2, 1, name="plain")(inputs)
         with self.assertRaisesRegex(
-                ValueError, "return_couplings=True.*Received: the "
+                ValueError, "return_credit=True.*Received: the "
                 "routing 'plain' returns only its outputs"):
             credit_model(keras.Model(inputs, outputs))

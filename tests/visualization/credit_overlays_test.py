@@ -11,9 +11,9 @@ def _credit_by_hand(model, images):
     positions = keras.Model(model.input,
                             model.get_layer("routing_1").input)(images)
     hidden, phi_1 = model.get_layer("routing_1")(
-        positions, return_couplings=True)
+        positions, return_credit=True)
     logits, phi_2 = model.get_layer("routing_2")(
-        hidden, return_couplings=True)
+        hidden, return_credit=True)
     phi_1, phi_2 = np.asarray(phi_1), np.asarray(phi_2)
 
     def unit_std(x):

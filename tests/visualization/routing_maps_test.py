@@ -9,9 +9,9 @@ from keras_caps import visualization
 from keras_caps.testing import TestCase
 from tests.visualization import tiny_models
 
-# A tiny model for each routing layer of the package whose call takes
-# `return_couplings`; `test_every_routing_layer_is_covered` fails when a new
-# one is added without an entry here.
+# A tiny model for each routing layer (`Router`) of the package;
+# `test_every_routing_layer_is_covered` fails when a new one is added
+# without an entry here.
 _CHILDREN = {"inputs": (6, 4)}  # 6 child capsules of dimension 4
 
 
@@ -31,34 +31,35 @@ _ROUTING_MODELS = {
         lambda: layers.DynamicRouting(3, 4, name="routing")),
     "InvertedAttentionRouting": _fully_connected(
         lambda: layers.InvertedAttentionRouting(3, 4, name="routing")),
+    "HybridRouting": _fully_connected(
+        lambda: layers.HybridRouting(3, 4, attention="concat",
+                                     attention_weight=0.5, name="routing")),
+    "VectorRouting": _fully_connected(
+        lambda: layers.VectorRouting(3, 4, name="routing")),
     "AttentionRouting": _fully_connected(
         lambda: layers.AttentionRouting(3, 4, num_heads=2, key_dim=2,
                                         name="routing")),
 }
 
 
-def _parents_by_children(layer, couplings):
-    """Couplings as `(batch, parents, children)`: AttentionRouting's
-    `(batch, heads, children, parents)` averaged over its heads."""
-    couplings = np.asarray(couplings)
-    if isinstance(layer, layers.AttentionRouting):
-        return np.transpose(np.mean(couplings, axis=1), (0, 2, 1))
-    return couplings
+def _parents_by_children(couplings):
+    """The `Router` layout `(batch, heads, children, parents)` as
+    `(batch, parents, children)`, averaged over the heads."""
+    return np.transpose(np.mean(np.asarray(couplings), axis=1), (0, 2, 1))
 
 
 def _routing_classes():
-    """Routers whose couplings are coefficients (VectorRouting's are signed
-    credit assignments, drawn by the credit overlays instead)."""
+    """Every concrete `Router` of the package."""
     return sorted(
         name for name, value in vars(layers).items()
-        if inspect.isclass(value) and issubclass(value, keras.layers.Layer)
-        and "return_couplings" in inspect.signature(value.call).parameters
-        and value is not layers.VectorRouting)
+        if inspect.isclass(value) and issubclass(value, layers.Router)
+        and value is not layers.Router)
 
 
 class RoutingMapsTest(TestCase):
     def test_every_routing_layer_is_covered(self):
-        self.assertContainsSubset(["DynamicRouting", "FCCaps"],
+        self.assertContainsSubset(["DynamicRouting", "FCCaps",
+                                   "VectorRouting", "HybridRouting"],
                                   _routing_classes())
         self.assertContainsSubset(_routing_classes(), _ROUTING_MODELS)
 
@@ -79,7 +80,7 @@ class RoutingMapsTest(TestCase):
         _, couplings = layer(inputs[None], return_couplings=True)
         shown = figure.axes[0].images[0].get_array()
         self.assertEqual(shown.shape, (3, 6))  # parents x children
-        self.assertAllClose(shown, _parents_by_children(layer, couplings)[0],
+        self.assertAllClose(shown, _parents_by_children(couplings)[0],
                             atol=1e-6)
         self.assertAllClose(shown.sum(axis=0), np.ones(6), atol=1e-5)
 
@@ -94,7 +95,7 @@ class RoutingMapsTest(TestCase):
             layer = model.get_layer("digit_caps")
             _, expected = layer(children, return_couplings=True)
             self.assertAllClose(
-                couplings, _parents_by_children(layer, expected)[0],
+                couplings, _parents_by_children(expected)[0],
                 atol=1e-6)
             self.assertEqual(couplings.shape, (3, 4))
 
@@ -129,7 +130,10 @@ class RoutingMapsTest(TestCase):
         model = keras.Model(capsule_map, layer(capsule_map))
         inputs = np.random.default_rng(2).normal(size=(1, 5, 5, 2, 4))
         _, couplings = layer(inputs.astype("float32"), return_couplings=True)
-        couplings = np.asarray(couplings)[0]  # (3, 3, parents, 3, 3, 2)
+        # (1, 1, positions * window children, parents): one block of
+        # 3 * 3 * 2 window children per position of the 3 x 3 output map.
+        couplings = np.asarray(couplings)[0, 0].reshape(3, 3, 18, 3)
+        couplings = np.transpose(couplings, (0, 1, 3, 2))
         middle = visualization.routing_couplings(model, inputs)
         self.assertAllClose(middle, couplings[1, 1].reshape(3, 18),
                             atol=1e-6)
@@ -142,9 +146,15 @@ class RoutingMapsTest(TestCase):
             visualization.routing_couplings(model, inputs, position=(3, 0))
 
     def test_clear_errors(self):
-        model = tiny_models.tiny_vector_routing_model()
+        images = keras.Input((8, 12, 1), name="image")
+        model = keras.Model(images, keras.layers.Dense(2)(
+            keras.layers.Flatten()(images)))  # no router
         with self.assertRaisesRegex(ValueError, "no routing layer"):
             visualization.plot_routing_maps(model, np.zeros((8, 12, 1)))
+        # VectorRouting's couplings are its shares, drawn like the others.
+        self.assertEqual(visualization.routing_layer_names(
+            tiny_models.tiny_vector_routing_model()),
+            ["routing_1", "routing_2"])
         capsnet = tiny_models.tiny_capsnet()
         with self.assertRaisesRegex(ValueError, r"Expected one of "
                                     r"\['digit_caps'\]"):

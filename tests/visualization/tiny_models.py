@@ -59,10 +59,10 @@ def tiny_vector_routing_model(input_shape=(8, 12, 1), num_classes=3,
     x = keras.layers.Reshape((num_positions, 6), name="positions")(x)
     hidden, _ = layers.VectorRouting(4, 5, num_inputs=num_positions,
                                      name="routing_1")(
-        x, return_couplings=True)
+        x, return_credit=True)
     logits, _ = layers.VectorRouting(num_classes, 1, num_inputs=4,
                                      name="routing_2")(
-        hidden, return_couplings=True)
+        hidden, return_credit=True)
     logits = keras.layers.Reshape((num_classes,), name="logits")(logits)
     return keras.Model(images, logits)
 
