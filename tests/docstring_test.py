@@ -47,8 +47,9 @@ def test_docstring_examples(module_name):
 API_PAGES = pathlib.Path(__file__).resolve().parents[1] / "docs" / "api"
 # The packages the API reference documents: docs/api/<package>.md each.
 DOCUMENTED_PACKAGES = ("layers", "ops", "losses", "metrics", "callbacks",
-                       "applications", "inference", "export", "evaluation",
-                       "datasets", "training", "visualization")
+                       "diagnostics", "applications", "inference",
+                       "model_roles", "export", "evaluation", "datasets",
+                       "training", "visualization")
 
 
 def _api_entries():
