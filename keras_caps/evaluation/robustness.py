@@ -12,6 +12,7 @@ import keras
 import numpy as np
 
 from keras_caps import datasets
+from keras_caps import model_roles as roles
 from keras_caps.evaluation import corruptions as corruptions_lib
 from keras_caps.inference import inference_model
 
@@ -112,7 +113,7 @@ def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None,
 
 def classifier(model):
     """The image-to-scores part of a model (drops labels and decoder)."""
-    if any(layer.name in ("label", "mask") for layer in model.layers):
+    if any(layer.name in (roles.LABEL, roles.MASK) for layer in model.layers):
         return inference_model(model)
     return model
 

@@ -9,6 +9,7 @@ import tempfile
 import keras
 import tensorflow as tf
 
+from keras_caps import model_roles as roles
 from keras_caps.inference import serving_model
 from keras_caps.validation import check_choice
 from keras_caps.version import __version__
@@ -172,7 +173,8 @@ def _write_saved_model(model, path, input_range):
     archive.track(model)
     archive.add_endpoint(
         "serve", serve, input_signature=[
-            tf.TensorSpec((None, *image_shape), "float32", name="image")])
+            tf.TensorSpec((None, *image_shape), "float32",
+                          name=roles.IMAGE)])
     archive.write_out(path, verbose=False)
 
 
