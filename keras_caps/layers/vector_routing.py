@@ -237,7 +237,7 @@ class VectorRouting(Router):
             votes = ops.einsum("bid,jd->bijd", scaled_inputs, self.vote_scale)
             votes = ops.matmul(votes, self.vote_kernel) + self.vote_bias
         outputs = None
-        shares_passes, similarity_passes = [], []
+        shares_passes, similarity_passes, output_passes = [], [], []
         for iteration in range(self.num_iterations):
             # E-step: the share of each input that each output claims.
             shares, similarities = self._shares(inputs, outputs, allowed,
@@ -251,10 +251,12 @@ class VectorRouting(Router):
             # M-step: credit assignments and outputs.
             credit = use_benefit * used - ignore_cost * ignored  # (b, i, j)
             outputs = self._maximization_step(credit, scaled_inputs, votes)
+            if keep_passes or iteration == self.num_iterations - 1:
+                output_passes.append(outputs)
         if self.normalize:
-            outputs = self._layer_norm(outputs)
+            output_passes = [self._layer_norm(o) for o in output_passes]
         return RoutingPasses(
-            outputs=outputs,
+            outputs=output_passes[-1], parents=output_passes,
             couplings=[ops.expand_dims(shares, 1) for shares in shares_passes],
             agreement=[ops.expand_dims(s, 1) for s in similarity_passes],
             extras={"credit": credit})

@@ -1,0 +1,200 @@
+"""The contract every `Router` keeps, checked for every router.
+
+Every concrete `Router` subclass of keras_caps is found by class search and
+checked on its default construction (`num_capsules=3, capsule_dim=4` on
+`(2, 6, 4)` children), so a new router is covered without an entry here;
+`EXTRA_CASES` adds the forms a default construction does not reach. The
+checks: the couplings layout `(batch, heads, children, parents)` and its
+normalisation, `routing_trace` (each pass's couplings are the tempered
+softmax of its agreement, computed here in NumPy), the temperature and
+config round trips, and finite outputs and gradients at a temperature below
+`Router.MIN_TEMPERATURE` under both mixed precisions.
+"""
+
+import inspect
+import os
+
+import keras
+import numpy as np
+from absl.testing import parameterized
+
+import keras_caps
+from keras_caps import layers
+from keras_caps.testing import TestCase
+from keras_caps.testing.test_case import value_and_gradients
+
+CHILDREN_SHAPE = (2, 6, 4)  # (batch, children, dim)
+EXTRA_CASES = {
+    "HybridRouting_concat": (
+        lambda **kw: layers.HybridRouting(
+            3, 4, attention="concat", attention_weight=0.7,
+            stop_inner_gradients=True, **kw), CHILDREN_SHAPE),
+    "HybridRouting_bilinear_weighted": (
+        lambda **kw: layers.HybridRouting(
+            3, 4, attention="bilinear", attention_weight=-0.6, **kw),
+        CHILDREN_SHAPE),
+    "AttentionRouting_heads_children": (
+        lambda **kw: layers.AttentionRouting(
+            3, 4, num_heads=2, key_dim=2, num_iterations=2,
+            normalization="children", **kw), CHILDREN_SHAPE),
+    "InvertedAttentionRouting_conv": (
+        lambda **kw: layers.InvertedAttentionRouting(
+            3, 4, kernel_size=2, num_iterations=3, **kw), (2, 3, 3, 2, 4)),
+    "VectorRouting_three_iterations": (
+        lambda **kw: layers.VectorRouting(3, 4, num_inputs=6,
+                                          num_iterations=3, **kw),
+        CHILDREN_SHAPE),
+}
+
+
+def concrete_routers():
+    """Every `Router` subclass defined in keras_caps, by name."""
+    found, pending = {}, [layers.Router]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if (cls is not layers.Router and not inspect.isabstract(cls)
+                and cls.__module__.startswith("keras_caps.")):
+            found[cls.__name__] = cls
+    return found
+
+
+def router_cases():
+    cases = {name: (lambda cls=cls, **kw: cls(3, 4, **kw), CHILDREN_SHAPE)
+             for name, cls in concrete_routers().items()}
+    cases.update(EXTRA_CASES)
+    return cases
+
+
+def _make(case, **kwargs):
+    factory, shape = router_cases()[case]
+    keras.utils.set_random_seed(3)
+    layer = factory(**kwargs)
+    inputs = np.random.default_rng(5).normal(size=shape).astype("float32")
+    layer(inputs)
+    return layer, inputs
+
+
+def _numpy(value):
+    return np.asarray(keras.ops.convert_to_numpy(value), dtype="float64")
+
+
+def _softmax(logits, axis):
+    shifted = logits - logits.max(axis=axis, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=axis, keepdims=True)
+
+
+def _axis(layer):
+    return {"parents": 3, "children": 2}[layer.normalization_axis]
+
+
+CASES = sorted(router_cases())
+
+
+class RouterContractTest(TestCase):
+    def test_every_router_is_found(self):
+        self.assertContainsSubset(
+            ["AttentionRouting", "DynamicRouting", "FCCaps", "HybridRouting",
+             "InvertedAttentionRouting", "VectorRouting"],
+            concrete_routers())
+        for name in concrete_routers():
+            self.assertIs(getattr(keras_caps.layers, name, None),
+                          concrete_routers()[name], name)
+
+    @parameterized.named_parameters((case, case) for case in CASES)
+    def test_couplings_layout(self, case):
+        layer, inputs = _make(case)
+        outputs, couplings = layer(inputs, return_couplings=True)
+        couplings = _numpy(couplings)
+        expected_shape = layer.compute_couplings_shape(inputs.shape)
+        self.assertEqual(couplings.shape, tuple(expected_shape))
+        batch, _, children, parents = couplings.shape
+        self.assertEqual(batch, inputs.shape[0])
+        self.assertEqual(parents, outputs.shape[-2])
+        self.assertGreaterEqual(couplings.min(), 0.0)
+        self.assertAllClose(couplings.sum(axis=_axis(layer)),
+                            np.ones(np.delete(couplings.shape, _axis(layer))),
+                            atol=2e-6)
+        self.assertAllClose(_numpy(layer(inputs)), _numpy(outputs))
+        symbolic = keras.Input(inputs.shape[1:])
+        spec_outputs, spec_couplings = layer(symbolic, return_couplings=True)
+        self.assertEqual(tuple(spec_couplings.shape),
+                         (None, *couplings.shape[1:]))
+        self.assertEqual(tuple(spec_outputs.shape[1:]), outputs.shape[1:])
+
+    @parameterized.named_parameters((case, case) for case in CASES)
+    def test_routing_trace_is_the_tempered_softmax_of_its_agreement(
+            self, case):
+        layer, inputs = _make(case)
+        layer.temperature = 0.5
+        trace = layer.routing_trace(inputs)
+        self.assertEqual(sorted(trace),
+                         ["agreement", "couplings", "parents", "votes"])
+        self.assertEqual(len(trace["couplings"]), len(trace["agreement"]))
+        self.assertEqual(len(trace["couplings"]), len(trace["parents"]))
+        for couplings, agreement in zip(trace["couplings"],
+                                        trace["agreement"]):
+            self.assertEqual(keras.backend.standardize_dtype(
+                couplings.dtype), "float32")
+            self.assertAllClose(
+                _numpy(couplings),
+                _softmax(_numpy(agreement) / 0.5, axis=_axis(layer)),
+                atol=1e-5)
+        _, called = layer(inputs, return_couplings=True)
+        self.assertAllClose(_numpy(trace["couplings"][-1]), _numpy(called),
+                            atol=1e-6)
+        self.assertAllClose(_numpy(trace["parents"][-1]),
+                            _numpy(layer(inputs)), atol=1e-6)
+        if trace["votes"] is not None:
+            _, _, children, parents = called.shape
+            self.assertEqual(tuple(trace["votes"].shape)[:3],
+                             (inputs.shape[0], children, parents))
+
+    def test_routing_trace_needs_a_built_layer(self):
+        with self.assertRaisesRegex(ValueError, "built `FCCaps`"):
+            layers.FCCaps(3, 4).routing_trace(np.ones(CHILDREN_SHAPE))
+
+    @parameterized.named_parameters((case, case) for case in CASES)
+    def test_temperature_and_config_round_trip(self, case):
+        layer, inputs = _make(case)
+        layer.temperature = 0.25
+        config = layer.get_config()
+        self.assertEqual(config["temperature"], 0.25)
+        self.assertEqual(type(layer).from_config(config).get_config(),
+                         config)
+        symbolic = keras.Input(inputs.shape[1:])
+        model = keras.Model(symbolic, layer(symbolic))
+        path = os.path.join(self.get_temp_dir(), f"{case}.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+        loaded_layer = loaded.layers[-1]
+        self.assertIsInstance(loaded_layer, type(layer))
+        self.assertEqual(loaded_layer.temperature, 0.25)
+        self.assertAllClose(_numpy(loaded(inputs)), _numpy(layer(inputs)),
+                            atol=1e-6)
+        # Weight lists round-trip; one entry short (not a list from before
+        # the temperature) is refused instead of loading shifted values.
+        fresh = _make(case)[0]
+        fresh.set_weights(layer.get_weights())
+        self.assertEqual(fresh.temperature, 0.25)
+        weights = layer.get_weights()
+        short = [w for i, w in enumerate(weights) if i != 0]
+        with self.assertRaises(ValueError):
+            fresh.set_weights(short)
+
+    @parameterized.product(case=CASES,
+                           policy=("mixed_float16", "mixed_bfloat16"))
+    def test_below_minimum_temperature_is_finite_in_low_precision(
+            self, case, policy):
+        layer, inputs = _make(case, dtype=policy)
+        self.assertEqual(layer.temperature_variable.dtype, "float32")
+        layer.temperature = layers.Router.MIN_TEMPERATURE
+        _, at_minimum = layer(inputs, return_couplings=True)
+        layer.temperature = 1e-9  # routes as MIN_TEMPERATURE
+        outputs, couplings = layer(inputs, return_couplings=True)
+        self.assertAllFinite(_numpy(outputs), f"outputs of {case}")
+        self.assertAllFinite(_numpy(couplings), f"couplings of {case}")
+        self.assertAllClose(_numpy(couplings), _numpy(at_minimum))
+        _, gradients = value_and_gradients(layer, inputs)
+        self.assertAllFinite(gradients, f"gradients of {case}")
