@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from keras_caps import model_roles as roles
 from keras_caps.datasets import crops
 from keras_caps.datasets import holdout
 from keras_caps.datasets import pipeline
@@ -154,8 +155,8 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         multi_hot = tf.reduce_sum(labels, axis=1)
         if not reconstruction:
             return merged, multi_hot
-        return ({"image": merged, "label": labels},
-                {"length": multi_hot, "reconstruction": digits})
+        return ({roles.IMAGE: merged, roles.LABEL: labels},
+                {roles.LENGTH: multi_hot, roles.RECONSTRUCTION: digits})
 
     dataset = dataset.map(format_batch, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -18,6 +18,7 @@ import numbers
 
 import tensorflow as tf
 
+from keras_caps import model_roles as roles
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 
@@ -123,5 +124,6 @@ def classification_batch(images, labels, reconstruction):
     if not reconstruction:
         return images, labels
     target = tf.clip_by_value(images / 255.0, 0.0, 1.0)
-    return ({"image": images, "label": labels},
-            {"length": labels, "reconstruction": target})
+    # Keyed by the models' input and output names.
+    return ({roles.IMAGE: images, roles.LABEL: labels},
+            {roles.LENGTH: labels, roles.RECONSTRUCTION: target})
