@@ -81,6 +81,20 @@ def check_choice(name, value, choices):
     return value
 
 
+def check_known_name(name, value, names):
+    """Raises unless `value` is one of the registered `names` (e.g. a key of
+    `keras_caps.training.MODELS`): `Unknown `name`. Expected one of ...`."""
+    try:
+        known = value in names
+    except TypeError:  # Unhashable, so no key of a dict.
+        known = False
+    if not known:
+        raise ValueError(
+            f"Unknown `{name}`. Expected one of {sorted(names)}. "
+            f"Received: {name}={value!r}")
+    return value
+
+
 def get_regularizer(name, value):
     """Resolves a weight regularizer with `keras.regularizers.get`.
 

@@ -44,7 +44,8 @@ from keras_caps.applications.capsule_classifier import (
 from keras_caps.applications.capsule_classifier import ROUTERS
 from keras_caps.evaluation import robustness
 from keras_caps.training.atomic_files import write_json_atomically
-from keras_caps.training.fit import PROTOCOLS
+from keras_caps.training.training_settings import PROTOCOLS
+from keras_caps.training.training_settings import TrainingSettings
 
 # Comparison names -> `keras-caps train --model` names.
 COMPARED_MODELS = {
@@ -135,6 +136,35 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
 def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
                     batch_size, validation, reconstruction, corruptions,
                     evaluation_seed):
+    """The comparison's settings (`compare.json`), checked and resolved."""
+    routers = _check_routers(routers)
+    seeds = _check_seeds(seeds)
+    if dataset not in CAPSULE_CLASSIFIER_PRESETS:
+        raise ValueError(
+            "Unknown `dataset`. Expected one of "
+            f"{sorted(CAPSULE_CLASSIFIER_PRESETS)}. Received: "
+            f"dataset={dataset!r}")
+    # The recipe's fields are those of each model's `TrainingSettings`,
+    # checked as such.
+    recipe = TrainingSettings(
+        COMPARED_MODELS[routers[0]], dataset, epochs=epochs,
+        steps_per_epoch=steps_per_epoch, batch_size=batch_size,
+        validation=validation)
+    preset = CAPSULE_CLASSIFIER_PRESETS[dataset]
+    return {
+        "routers": routers, "dataset": dataset, "seeds": seeds,
+        "epochs": preset["epochs"] if epochs is None else recipe.epochs,
+        "steps_per_epoch": recipe.steps_per_epoch,
+        "batch_size": preset["batch_size"] if batch_size is None
+        else recipe.batch_size,
+        "validation": validation,
+        "reconstruction": bool(reconstruction),
+        "corruptions": robustness.check_corruptions(dataset, corruptions),
+        "evaluation_seed": int(evaluation_seed),
+    }
+
+
+def _check_routers(routers):
     routers = list(COMPARED_MODELS) if routers is None else list(routers)
     if not routers:
         raise ValueError("Expected at least one router. Received: "
@@ -148,6 +178,10 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
     if duplicates:
         raise ValueError(f"Duplicate routers {duplicates}. Received: "
                          f"routers={routers!r}")
+    return routers
+
+
+def _check_seeds(seeds):
     if isinstance(seeds, int):
         raise TypeError("Expected a list of seeds. Received: "
                         f"seeds={seeds!r}")
@@ -159,36 +193,31 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
         raise TypeError(f"Seeds must be integers. Received: seeds={seeds!r}")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"Duplicate seeds. Received: seeds={seeds!r}")
-    if dataset not in CAPSULE_CLASSIFIER_PRESETS:
-        raise ValueError(
-            "Unknown `dataset`. Expected one of "
-            f"{sorted(CAPSULE_CLASSIFIER_PRESETS)}. Received: "
-            f"dataset={dataset!r}")
-    for name, value in (("epochs", epochs),
-                        ("steps_per_epoch", steps_per_epoch),
-                        ("batch_size", batch_size)):
-        if value is not None and (isinstance(value, bool)
-                                  or not isinstance(value, int)
-                                  or value <= 0):
-            raise ValueError(f"Expected a positive integer or None for "
-                             f"`{name}`. Received: {name}={value!r}")
-    if validation not in PROTOCOLS:
-        raise ValueError(
-            f"Unknown `validation`. Expected one of {sorted(PROTOCOLS)}. "
-            f"Received: validation={validation!r}")
-    preset = CAPSULE_CLASSIFIER_PRESETS[dataset]
-    return {
-        "routers": routers, "dataset": dataset,
-        "seeds": [int(seed) for seed in seeds],
-        "epochs": preset["epochs"] if epochs is None else epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "batch_size": preset["batch_size"] if batch_size is None
-        else batch_size,
-        "validation": validation,
-        "reconstruction": bool(reconstruction),
-        "corruptions": robustness.check_corruptions(dataset, corruptions),
-        "evaluation_seed": int(evaluation_seed),
-    }
+    return [int(seed) for seed in seeds]
+
+
+def training_settings(settings, router, seed):
+    """The `TrainingSettings` of one model of a comparison.
+
+    Args:
+        settings: dict. The comparison's settings (`compare.json`).
+        router: str. A key of `COMPARED_MODELS`.
+        seed: int. One of the comparison's seeds.
+
+    Example:
+
+    ```python
+    training_settings(results["settings"], "dynamic", 0).to_record()
+    ```
+    """
+    return TrainingSettings(
+        COMPARED_MODELS[router], settings["dataset"],
+        epochs=settings["epochs"],
+        steps_per_epoch=settings["steps_per_epoch"],
+        batch_size=settings["batch_size"], seed=seed,
+        validation=settings["validation"],
+        # The CNN has no decoder.
+        reconstruction=settings["reconstruction"] and router != "cnn")
 
 
 def _claim_output_dir(output_dir, settings):
@@ -235,48 +264,37 @@ def _evaluation_settings(settings):
             "seed": settings["evaluation_seed"]}
 
 
-def _finished_evaluation(folder, settings):
-    """The model's `robustness.json` if made with these settings."""
+def _finished_evaluation(folder, evaluation):
+    """The model's `robustness.json` if made with these `evaluation`
+    settings (`_evaluation_settings`)."""
     path = os.path.join(folder, "robustness.json")
     if not os.path.exists(path):
         return None
     with open(path) as file:
-        evaluation = json.load(file)
-    if evaluation.get("settings") != json.loads(json.dumps(
-            _evaluation_settings(settings))):
+        finished = json.load(file)
+    if finished.get("settings") != json.loads(json.dumps(evaluation)):
         return None
-    return evaluation
+    return finished
 
 
 def _run_model(router, seed, settings, output_dir, data_dir, verbose,
                isolation, download):
     """Trains and evaluates one model unless done; returns its record."""
     folder = run_dir(output_dir, router, seed)
+    evaluation = _evaluation_settings(settings)
     metrics_path = os.path.join(folder, "metrics.json")
     trained_before = os.path.exists(metrics_path)
-    if trained_before and _finished_evaluation(folder, settings):
+    task = {"router": router,
+            "settings": training_settings(settings, router, seed),
+            "folder": folder, "evaluation": evaluation,
+            "data_dir": data_dir, "verbose": verbose, "download": download}
+    if trained_before and _finished_evaluation(folder, evaluation):
         logging.info("%s, seed %d: already trained and evaluated", router,
                      seed)
     elif isolation == "process":
-        arguments = json.dumps([router, seed, settings, output_dir,
-                                data_dir, verbose, download])
-        # The child imports this very keras_caps, installed or not.
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))))
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": package_root if not path
-               else package_root + os.pathsep + path}
-        completed = subprocess.run(  # noqa: S603 (our own module)
-            [sys.executable, "-m", "keras_caps.evaluation.comparison",
-             arguments], check=False, env=env)
-        if completed.returncode:
-            raise RuntimeError(
-                f"Training or evaluating {router!r} with seed {seed} "
-                f"failed in its process (exit code {completed.returncode})"
-                f"; its output is above. Rerun the same command to resume.")
+        _train_and_evaluate_in_a_process(task)
     else:
-        train_and_evaluate(router, seed, settings, output_dir, data_dir,
-                           verbose, download)
+        train_and_evaluate(**task)
         _free_memory()
     with open(metrics_path) as file:
         training_record = json.load(file)
@@ -286,41 +304,75 @@ def _run_model(router, seed, settings, output_dir, data_dir, verbose,
             "train_seconds": training_record["train_seconds_this_run"],
             "selected_epoch": training_record["selected_epoch"],
             "hardware": training_record["hardware"],
-            "evaluation": _finished_evaluation(folder, settings)}
+            "evaluation": _finished_evaluation(folder, evaluation)}
 
 
-def train_and_evaluate(router, seed, settings, output_dir, data_dir,
-                       verbose=0, download=True):
+def _train_and_evaluate_in_a_process(task):
+    """`train_and_evaluate(**task)` in a child process.
+
+    The child receives the task as one JSON object, by argument name, with
+    the settings as their record (`TrainingSettings.to_record()`).
+    """
+    arguments = json.dumps({**task, "settings": task["settings"].to_record()})
+    # The child imports this very keras_caps, installed or not.
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": package_root if not path
+           else package_root + os.pathsep + path}
+    completed = subprocess.run(  # noqa: S603 (our own module)
+        [sys.executable, "-m", "keras_caps.evaluation.comparison",
+         arguments], check=False, env=env)
+    if completed.returncode:
+        raise RuntimeError(
+            f"Training or evaluating {task['router']!r} with seed "
+            f"{task['settings'].seed} failed in its process (exit code "
+            f"{completed.returncode}); its output is above. Rerun the same "
+            "command to resume.")
+
+
+def train_and_evaluate(router, settings, folder, evaluation, *,
+                       data_dir=None, verbose=0, download=True):
     """One model of a comparison: trains it unless done, evaluates it.
 
-    Writes the run of `keras_caps.training.train` under `run_dir(...)`
-    and its `robustness.json`.
+    Writes the run of `keras_caps.training.train` in `folder` and its
+    `robustness.json`.
+
+    Args:
+        router: str. The model's name in the comparison (for the log).
+        settings: `TrainingSettings`. The model's (`training_settings`).
+        folder: str. The model's run folder (`run_dir`).
+        evaluation: dict. `{"corruptions": ..., "seed": ...}`, the
+            corruptions of `keras_caps.evaluation.evaluate_robustness` and
+            their seed.
+        data_dir: str or `None`. The data folder.
+        verbose: Keras `fit` verbosity. Defaults to `0`.
+        download: bool. Let TFDS download a dataset that is not prepared.
+
+    Example:
+
+    ```python
+    train_and_evaluate("cnn", training_settings(compared, "cnn", 0),
+                       run_dir("runs/compare", "cnn", 0),
+                       {"corruptions": compared["corruptions"], "seed": 1234})
+    ```
     """
-    folder = run_dir(output_dir, router, seed)
-    dataset = settings["dataset"]
     evaluation_path = os.path.join(folder, "robustness.json")
     if not os.path.exists(os.path.join(folder, "metrics.json")):
-        logging.info("%s, seed %d: training", router, seed)
+        logging.info("%s, seed %d: training", router, settings.seed)
         if os.path.exists(evaluation_path):
             os.remove(evaluation_path)  # Of an earlier, unfinished model.
-        training.train(
-            COMPARED_MODELS[router], dataset, output_dir=folder,
-            epochs=settings["epochs"],
-            steps_per_epoch=settings["steps_per_epoch"],
-            batch_size=settings["batch_size"], data_dir=data_dir, seed=seed,
-            validation=settings["validation"],
-            reconstruction=(settings["reconstruction"]
-                            and router != "cnn"), verbose=verbose,
-            download=download)
+        training.train(output_dir=folder, settings=settings,
+                       data_dir=data_dir, verbose=verbose, download=download)
         _free_memory()
-    if _finished_evaluation(folder, settings) is None:
-        logging.info("%s, seed %d: evaluating", router, seed)
+    if _finished_evaluation(folder, evaluation) is None:
+        logging.info("%s, seed %d: evaluating", router, settings.seed)
         record = robustness.evaluate_robustness(
-            os.path.join(folder, "model.keras"), dataset,
-            corruptions=settings["corruptions"], data_dir=data_dir,
-            seed=settings["evaluation_seed"], download=download)
-        write_json_atomically(evaluation_path, {
-            "settings": _evaluation_settings(settings), **record})
+            os.path.join(folder, "model.keras"), settings.dataset,
+            corruptions=evaluation["corruptions"], data_dir=data_dir,
+            seed=evaluation["seed"], download=download)
+        write_json_atomically(evaluation_path,
+                              {"settings": evaluation, **record})
 
 
 def _free_memory():
@@ -498,12 +550,15 @@ def _write_text(path, text):
 
 
 def _main(argv):
-    """Entry point of a model's own process: `train_and_evaluate`."""
+    """Entry point of a model's own process: `train_and_evaluate`.
+
+    `argv[0]` is the task as a JSON object by argument name (see
+    `_train_and_evaluate_in_a_process`).
+    """
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    router, seed, settings, output_dir, data_dir, verbose, download = (
-        json.loads(argv[0]))
-    train_and_evaluate(router, seed, settings, output_dir, data_dir,
-                       verbose, download)
+    task = json.loads(argv[0])
+    task["settings"] = TrainingSettings.from_record(task["settings"])
+    train_and_evaluate(**task)
 
 
 if __name__ == "__main__":

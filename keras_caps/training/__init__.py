@@ -1,7 +1,6 @@
 """Training: strategies, the training recipe and its callbacks (TensorFlow)."""
 
 from keras_caps.training.best_checkpoint import BestCheckpoint
-from keras_caps.training.fit import PRECISIONS
 from keras_caps.training.fit import evaluate
 from keras_caps.training.fit import train
 from keras_caps.training.model_recipe import MODELS
@@ -9,3 +8,6 @@ from keras_caps.training.model_recipe import ModelRecipe
 from keras_caps.training.run_lock import FolderInUseError
 from keras_caps.training.strategy import STRATEGIES
 from keras_caps.training.strategy import get_strategy
+from keras_caps.training.training_settings import PRECISIONS
+from keras_caps.training.training_settings import PROTOCOLS
+from keras_caps.training.training_settings import TrainingSettings

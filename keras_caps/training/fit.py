@@ -18,6 +18,7 @@ One run writes, under its output folder (and owns only these names):
   and epochs.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ import keras
 import tensorflow as tf
 
 from keras_caps import datasets
+from keras_caps import model_roles as roles
 from keras_caps.callbacks import ExponentialTemperatureDecay
 from keras_caps.callbacks import RoutingTemperatureScheduler
 from keras_caps.export import check_export_target
@@ -49,113 +51,82 @@ from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
 from keras_caps.training.strategy import shard_by_data
 from keras_caps.training.strategy import task_name
-from keras_caps.validation import check_temperature
+from keras_caps.training.training_settings import PRECISIONS  # noqa: F401
+from keras_caps.training.training_settings import PROTOCOLS  # noqa: F401
+from keras_caps.training.training_settings import TrainingSettings
+from keras_caps.validation import check_known_name
 
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-PROTOCOLS = {
-    "holdout": "holdout (model selected on 10% of the training data)",
-    "test": "test-as-validation (official)",
-}
+# PRECISIONS and PROTOCOLS are defined with the settings, and importable
+# from here as before. The fields `train` takes as keyword arguments,
+# besides `model` and `dataset`:
+_SETTING_FIELDS = [field.name for field in dataclasses.fields(
+    TrainingSettings) if field.name not in ("model", "dataset")]
 
-
-def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
-          epochs=None, batch_size=None, precision="float32", strategy="auto",
-          data_dir=None, seed=42, validation="holdout", reconstruction=None,
-          deterministic=False, steps_per_epoch=None, backup_frequency=500,
-          verbose="auto", dataset_options=None, fresh=False,
-          worker_timeout=DEFAULT_WORKER_TIMEOUT, routing_temperature=None,
-          temperature_decay=0.0, min_temperature=None,
-          download=True):
+def train(model=None, dataset=None, *, output_dir, settings=None,
+          strategy="auto", data_dir=None, backup_frequency=500,
+          verbose="auto", fresh=False, worker_timeout=DEFAULT_WORKER_TIMEOUT,
+          download=True, **setting_fields):
     """Trains, selects on validation, tests, saves and exports one model.
 
     The output folder belongs to one run: its settings (everything that
-    changes the result) are recorded in `run.json`. Called again with the
-    same settings, `train` resumes where the run stopped (mid-epoch from
-    the backup, or at the first missing artifact after training) and, once
-    the run is complete, does nothing but return its `metrics.json`. Other
-    settings raise a `ValueError` listing the differences, unless
-    `fresh=True`. A second process on the same folder raises
-    `FolderInUseError` at once.
+    changes the result, a `TrainingSettings`) are recorded in `run.json`.
+    Called again with the same settings, `train` resumes where the run
+    stopped (mid-epoch from the backup, or at the first missing artifact
+    after training) and, once the run is complete, does nothing but return
+    its `metrics.json`. Other settings raise a `ValueError` listing the
+    differences, unless `fresh=True`. A second process on the same folder
+    raises `FolderInUseError` at once.
 
     Args:
-        model: str. A key of `MODELS`.
-        dataset: str. A key of `keras_caps.datasets.DATASETS`.
+        model: str. A key of `MODELS`. Defaults to `"efficient_capsnet"`.
+        dataset: str. A key of `keras_caps.datasets.DATASETS`. Defaults to
+            `"mnist"`.
         output_dir: str. Folder for checkpoints, logs, model and export.
-        epochs: int. Defaults to the model preset's (150 for
-            EfficientCapsNet).
-        batch_size: int. The global batch size. Defaults to the model
-            preset's (16 for EfficientCapsNet).
-        precision: str. `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`.
+        settings: `TrainingSettings`. Everything that changes the result.
+            Defaults to `TrainingSettings(model, dataset, **setting_fields)`;
+            pass either `settings` or those arguments.
         strategy: str. See `keras_caps.training.strategy.get_strategy`.
         data_dir: str. Folder with the raw dataset files; `None` uses
             `KERAS_CAPS_DATA_DIR` or TFDS.
-        seed: int. Seeds weights, shuffling, augmentation and splits.
-        validation: str. `"holdout"` (select on held-out training data) or
-            `"test"` (the official protocol).
-        reconstruction: bool. Train with the decoder. Defaults to `None`:
-            with the decoder when the model has one.
-        deterministic: bool. Enable TensorFlow op determinism.
-        steps_per_epoch: int. Limit the steps of each epoch (short runs); at
-            most the number of training batches in one epoch.
         backup_frequency: int. Steps between crash-recovery backups.
         verbose: Keras `fit` verbosity.
-        dataset_options: dict of extra loader options (e.g. MultiMNIST's
-            `partners_per_digit`), on top of (and overriding) the model
-            recipe's own (e.g. CapsNet's shift augmentation).
         fresh: bool. Delete what an earlier run wrote in `output_dir` (only
             the files a run writes, see `RUN_FILES`) and train from scratch.
         worker_timeout: float. Seconds the `multi_worker` strategy waits
             for the other workers to start.
-        routing_temperature: float. Anneal the routing temperature of every
-            router of the model from this value, `tau_0` (see
-            `keras_caps.callbacks.ExponentialTemperatureDecay`). Defaults
-            to `None`: no annealing (temperature 1), unless
-            `temperature_decay` is set, which starts from 1.
-        temperature_decay: float. `lambda`, the decay of the temperature
-            per training step, `tau_t = max(tau_min, tau_0 exp(-lambda t))`.
-            Defaults to `0.0`.
-        min_temperature: float. `tau_min`, the floor. Defaults to
-            `min(1, tau_0)`.
         download: bool. Let TFDS download a dataset that is not prepared
             (see `keras_caps.datasets.load`). Defaults to `True`.
+        **setting_fields: The other fields of `TrainingSettings`: `epochs`,
+            `batch_size`, `steps_per_epoch` (at most the number of training
+            batches in one epoch), `precision`, `seed`, `validation`,
+            `reconstruction`, `deterministic`, `dataset_options`,
+            `routing_temperature`, `temperature_decay` and
+            `min_temperature`.
 
     Returns:
-        The metrics record written to `metrics.json`.
+        The metrics record written to `metrics.json`: the settings'
+        `to_record()`, then what ran, the test metrics and the hardware.
+
+    Example:
+
+    ```python
+    record = train("efficient_capsnet", "mnist", output_dir="runs/mnist",
+                   epochs=3, data_dir="data/mnist")
+    # The same, with the settings as one value:
+    settings = TrainingSettings("efficient_capsnet", "mnist", epochs=3)
+    record = train(output_dir="runs/mnist", settings=settings,
+                   data_dir="data/mnist")
+    ```
     """
-    family = _check_choice("model", model, MODELS)
-    _check_choice("dataset", dataset, datasets.DATASETS)
-    _check_choice("precision", precision, PRECISIONS)
-    _check_choice("validation", validation, PROTOCOLS)
-    preset = family.get_preset(dataset)
-    temperature_schedule = _temperature_schedule(
-        routing_temperature, temperature_decay, min_temperature)
-    reconstruction = family.resolve_reconstruction(reconstruction)
-    dataset_options = {**family.dataset_options(dataset),
-                       **(dataset_options or {})}
-    # The run's settings, as `run.json` checks them and `metrics.json`
-    # records them; the dataset options are what `evaluate` needs to
-    # rebuild the same test set (input statistics, added later, are stored
-    # in the model itself).
-    settings = {
-        "model": model, "dataset": dataset,
-        "protocol": PROTOCOLS[validation],
-        "epochs": preset["epochs"] if epochs is None else epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "batch_size": (preset["batch_size"] if batch_size is None
-                       else batch_size),
-        "precision": precision, "seed": seed,
-        "reconstruction": reconstruction, "deterministic": deterministic,
-        "dataset_options": dict(dataset_options),
-    }
-    if temperature_schedule is not None:
-        settings["routing_temperature"] = temperature_schedule.get_config()
+    settings = _requested_settings(settings, model, dataset,
+                                   setting_fields).resolve()
     # A file, or a folder this user cannot write, fails before anything.
     check_output_folder(output_dir)
-    keras.utils.set_random_seed(seed)
-    if deterministic:
+    keras.utils.set_random_seed(settings.seed)
+    if settings.deterministic:
         tf.config.experimental.enable_op_determinism()
     previous_policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(precision)
+    keras.config.set_dtype_policy(settings.precision)
     try:
         distribution = get_strategy(strategy, worker_timeout=worker_timeout)
         # Only the chief writes the run's files. Other workers keep their
@@ -167,40 +138,68 @@ def train(model="efficient_capsnet", dataset="mnist", *, output_dir,
             output_dir, f".{task_name(distribution)}")
         with RunLock(work_dir):
             if not chief:
-                return _train_worker(family, settings, data_dir, validation,
-                                     distribution, work_dir,
-                                     backup_frequency, verbose, download)
-            export_dir = os.path.join(output_dir, "export")
-            model_path = os.path.join(output_dir, "model.keras")
-            # Fails now rather than after training if `export/` holds
-            # anything but an export of keras_caps (which a rerun
-            # replaces), and before `fresh` deletes anything.
-            check_export_target(export_dir, overwrite=True,
-                                model_path=model_path)
-            run = RunFolder(output_dir, settings)
-            progress = run.open(fresh=fresh)
-            metrics_path = os.path.join(output_dir, "metrics.json")
-            if progress.get("complete") and not _missing_artifacts(
-                    output_dir):
-                logging.info(
-                    "The run in %s is already complete, with the same "
-                    "settings: nothing to do (pass --fresh to train it "
-                    "again).", output_dir)
-                with open(metrics_path) as file:
-                    return json.load(file)
-            check_export_target(export_dir, overwrite=True,
-                                model_path=model_path)
-            network, splits = _build(family, settings, data_dir,
-                                     validation, distribution, download)
-            record = _train_chief(network, splits, family, settings, run,
-                                  distribution, backup_frequency, verbose)
-            logging.info("Test metrics: %s", json.dumps(record["test"]))
-            return record
+                return _train_worker(settings, data_dir, distribution,
+                                     work_dir, backup_frequency, verbose,
+                                     download)
+            return _run_chief(settings, output_dir, fresh, data_dir,
+                              distribution, backup_frequency, verbose,
+                              download)
     finally:
         keras.config.set_dtype_policy(previous_policy)
 
 
-def _train_chief(network, splits, family, settings, run, distribution,
+def _requested_settings(settings, model, dataset, setting_fields):
+    """The `TrainingSettings` of `train`'s arguments (not yet resolved)."""
+    if settings is None:
+        unknown = sorted(set(setting_fields) - set(_SETTING_FIELDS))
+        if unknown:
+            raise TypeError(
+                f"train() got unexpected keyword arguments {unknown}. "
+                f"Expected fields of TrainingSettings {_SETTING_FIELDS} "
+                "or the other arguments of train.")
+        named = {"model": model, "dataset": dataset}
+        return TrainingSettings(
+            **{name: value for name, value in named.items()
+               if value is not None}, **setting_fields)
+    if not isinstance(settings, TrainingSettings):
+        raise TypeError(
+            "Expected `settings` to be a TrainingSettings. Received: "
+            f"settings={settings!r} of type {type(settings).__name__}")
+    given = [name for name, value in (("model", model), ("dataset", dataset))
+             if value is not None] + sorted(setting_fields)
+    if given:
+        raise TypeError(
+            "Pass either `settings` or the settings' fields, not both. "
+            f"Received: settings and {given}")
+    return settings
+
+
+def _run_chief(settings, output_dir, fresh, data_dir, distribution,
+               backup_frequency, verbose, download):
+    """The chief: claims the folder, then trains or finishes the run."""
+    export_dir = os.path.join(output_dir, "export")
+    model_path = os.path.join(output_dir, "model.keras")
+    # Fails now rather than after training if `export/` holds anything but
+    # an export of keras_caps (which a rerun replaces), and before `fresh`
+    # deletes anything.
+    check_export_target(export_dir, overwrite=True, model_path=model_path)
+    run = RunFolder(output_dir, settings)
+    progress = run.open(fresh=fresh)
+    if progress.get("complete") and not _missing_artifacts(output_dir):
+        logging.info(
+            "The run in %s is already complete, with the same settings: "
+            "nothing to do (pass --fresh to train it again).", output_dir)
+        with open(os.path.join(output_dir, "metrics.json")) as file:
+            return json.load(file)
+    check_export_target(export_dir, overwrite=True, model_path=model_path)
+    network, splits = _build(settings, data_dir, distribution, download)
+    record = _train_chief(network, splits, settings, run, distribution,
+                          backup_frequency, verbose)
+    logging.info("Test metrics: %s", json.dumps(record["test"]))
+    return record
+
+
+def _train_chief(network, splits, settings, run, distribution,
                  backup_frequency, verbose):
     """Trains or resumes, then writes each missing artifact in turn.
 
@@ -221,8 +220,8 @@ def _train_chief(network, splits, family, settings, run, distribution,
         logging.info("Training finished earlier in %s: writing what is "
                      "missing.", output_dir)
     else:
-        trained = _fit_and_select(network, splits, family, settings,
-                                  output_dir, backup_frequency, verbose,
+        trained = _fit_and_select(network, splits, settings, output_dir,
+                                  backup_frequency, verbose,
                                   keep_backup=True)
         save_model_atomically(network, model_path)
         run.update(trained=trained)
@@ -234,11 +233,11 @@ def _train_chief(network, splits, family, settings, run, distribution,
         # keras_caps: anything else at `export/` is refused, never
         # deleted).
         export_inference_model(network, export_dir,
-                               reconstruction=settings["reconstruction"],
+                               reconstruction=settings.reconstruction,
                                overwrite=True, model_path=model_path)
         run.update(exported=True)
-    record = {**settings, **progress["trained"], "test": progress["test"],
-              **_environment(distribution)}
+    record = {**settings.to_record(), **progress["trained"],
+              "test": progress["test"], **_environment(distribution)}
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
     shutil.rmtree(os.path.join(output_dir, "backup"), ignore_errors=True)
     run.update(complete=True)
@@ -254,14 +253,13 @@ def _missing_artifacts(output_dir):
     return missing
 
 
-def _train_worker(family, settings, data_dir, validation, distribution,
-                  work_dir, backup_frequency, verbose, download):
+def _train_worker(settings, data_dir, distribution, work_dir,
+                  backup_frequency, verbose, download):
     """A non-chief worker: trains and tests in step with the chief."""
-    network, splits = _build(family, settings, data_dir, validation,
-                             distribution, download)
-    record = {**settings, **_fit_and_select(
-        network, splits, family, settings, work_dir, backup_frequency,
-        verbose, keep_backup=False)}
+    network, splits = _build(settings, data_dir, distribution, download)
+    record = {**settings.to_record(), **_fit_and_select(
+        network, splits, settings, work_dir, backup_frequency, verbose,
+        keep_backup=False)}
     record["test"] = _test(network, splits["test"])
     record.update(_environment(distribution))
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -276,10 +274,12 @@ def _environment(distribution):
                          "tensorflow": tf.__version__}}
 
 
-def _build(family, settings, data_dir, validation, distribution, download):
+def _build(settings, data_dir, distribution, download):
     """The model (built in the strategy's scope) and the three splits."""
-    dataset, seed = settings["dataset"], settings["seed"]
-    dataset_options = settings["dataset_options"]
+    family = MODELS[settings.model]
+    dataset, seed = settings.dataset, settings.seed
+    validation = settings.validation
+    dataset_options = settings.dataset_options
     input_statistics = None
     if family.standardizes_input(dataset):
         input_statistics = datasets.training_statistics(
@@ -291,21 +291,21 @@ def _build(family, settings, data_dir, validation, distribution, download):
     # batch (see `shard_by_data` for the policy).
     splits = {
         split: shard_by_data(datasets.load(
-            dataset, split, batch_size=settings["batch_size"],
+            dataset, split, batch_size=settings.batch_size,
             data_dir=data_dir, seed=seed, validation=validation,
-            reconstruction=settings["reconstruction"], download=download,
+            reconstruction=settings.reconstruction, download=download,
             **dataset_options))
         for split in ("train", "validation", "test")
     }
     for split, data in splits.items():
-        _check_batches(data, split, dataset, settings["batch_size"],
-                       settings["steps_per_epoch"] if split == "train"
+        _check_batches(data, split, dataset, settings.batch_size,
+                       settings.steps_per_epoch if split == "train"
                        else None)
     with distribution.scope():
         network = family.build(dataset,
-                               reconstruction=settings["reconstruction"],
+                               reconstruction=settings.reconstruction,
                                input_statistics=input_statistics)
-    _check_labels_match(network, splits["train"])
+    check_labels_match(network, splits["train"])
     return network, splits
 
 
@@ -335,8 +335,8 @@ def _check_batches(data, split, dataset, batch_size, steps_per_epoch=None):
     return batches
 
 
-def _fit_and_select(network, splits, family, settings, work_dir,
-                    backup_frequency, verbose, keep_backup):
+def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
+                    verbose, keep_backup):
     """Trains (or resumes) and reloads the best weights on validation.
 
     Returns the record's entries about selection and time.
@@ -346,19 +346,19 @@ def _fit_and_select(network, splits, family, settings, work_dir,
         os.path.join(work_dir, "checkpoints", "best.keras"))
     callbacks = _callbacks(
         work_dir, checkpoint, backup_frequency,
-        family.learning_rate_schedule(settings["dataset"]), keep_backup,
-        settings.get("routing_temperature"))
+        MODELS[settings.model].learning_rate_schedule(settings.dataset),
+        keep_backup, _schedule_config(settings))
     train = splits["train"]
     train_batches = int(tf.data.experimental.cardinality(train))
-    if settings["steps_per_epoch"] is not None:
+    if settings.steps_per_epoch is not None:
         # Keras does not restart the data at each epoch under
         # `steps_per_epoch`: without `repeat`, epochs after the data ran
         # out would be cut short (with only a warning).
         train = train.repeat()
     start = time.time()
     network.fit(train, validation_data=splits["validation"],
-                epochs=settings["epochs"],
-                steps_per_epoch=settings["steps_per_epoch"],
+                epochs=settings.epochs,
+                steps_per_epoch=settings.steps_per_epoch,
                 callbacks=callbacks, verbose=verbose,
                 shuffle=False)  # The pipeline shuffles each epoch.
     train_seconds = time.time() - start
@@ -371,10 +371,15 @@ def _fit_and_select(network, splits, family, settings, work_dir,
         "best_validation": checkpoint.best,
         # What ran: each epoch's steps (`None` when the data's length is
         # unknown and no limit was set).
-        "train_steps_per_epoch": settings["steps_per_epoch"] or (
+        "train_steps_per_epoch": settings.steps_per_epoch or (
             train_batches if train_batches > 0 else None),
         "train_seconds_this_run": round(train_seconds, 1),
     }
+
+
+def _schedule_config(settings):
+    schedule = settings.temperature_schedule()
+    return None if schedule is None else schedule.get_config()
 
 
 def _test(network, test_split):
@@ -418,7 +423,7 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     `download=False` reads prepared TFDS datasets only (see
     `keras_caps.datasets.load`).
     """
-    _check_choice("dataset", dataset, datasets.DATASETS)
+    check_known_name("dataset", dataset, datasets.DATASETS)
     network = load_model_file(model_path, "model_path")
     if not getattr(network, "compiled", False):
         raise ValueError(
@@ -434,13 +439,13 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     options.update(dataset_options or {})
     test = datasets.load(dataset, "test", batch_size=batch_size,
                          data_dir=data_dir, seed=seed,
-                         reconstruction="label" in names,
+                         reconstruction=roles.LABEL in names,
                          download=download, **options)
     _check_batches(test, "test", dataset, batch_size)
-    _check_labels_match(network, test)
+    check_labels_match(network, test)
     inputs = next(iter(test.take(1)))[0]  # The first batch.
-    images = (inputs["image"] if isinstance(inputs, dict) and "image" in
-              inputs else keras.tree.flatten(inputs)[0])
+    images = (inputs[roles.IMAGE] if isinstance(inputs, dict)
+              and roles.IMAGE in inputs else keras.tree.flatten(inputs)[0])
     check_pixel_range(images.numpy(), f"the {dataset!r} test images")
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"model_path": os.path.abspath(model_path), "dataset": dataset,
@@ -490,44 +495,23 @@ def describe_hardware():
     return f"CPU: {cpu}, {os.cpu_count()} cores"
 
 
-def _temperature_schedule(routing_temperature, temperature_decay,
-                          min_temperature):
-    """The annealing schedule of `train`'s arguments, or `None`."""
-    if routing_temperature is None and not temperature_decay and (
-            min_temperature is None):
-        return None
-    initial = 1.0
-    if routing_temperature is not None:
-        initial = check_temperature("routing_temperature",
-                                    routing_temperature)
-    if min_temperature is None:
-        min_temperature = min(1.0, initial)
-    # The schedule validates the values; errors name `train`'s arguments.
-    try:
-        return ExponentialTemperatureDecay(initial, temperature_decay,
-                                           min_temperature)
-    except (TypeError, ValueError) as error:
-        message = str(error)
-        for name, argument in (("initial_temperature", "routing_temperature"),
-                               ("decay_rate", "temperature_decay"),
-                               ("minimum_temperature", "min_temperature")):
-            message = message.replace(name, argument)
-        raise type(error)(message) from None
+def check_labels_match(network, dataset):
+    """Raises when the dataset's label depth differs from the model's.
 
+    Args:
+        network: A Keras model whose first output holds the class scores.
+        dataset: A `tf.data.Dataset` of `(inputs, labels)`, or of `inputs`
+            with a `"label"` entry (decoder models).
 
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(
-            f"Unknown `{name}`. Expected one of {sorted(choices)}. "
-            f"Received: {name}={value!r}")
-    return choices[value] if isinstance(choices, dict) else value
+    Example:
 
-
-def _check_labels_match(network, dataset):
-    """Raises when the dataset's label depth differs from the model's."""
+    ```python
+    check_labels_match(network, datasets.load("mnist", "test"))
+    ```
+    """
     spec = dataset.element_spec
     inputs = spec[0]
-    labels = inputs["label"] if isinstance(inputs, dict) else spec[1]
+    labels = inputs[roles.LABEL] if isinstance(inputs, dict) else spec[1]
     model_classes = keras.tree.flatten(network.output)[0].shape[-1]
     if labels.shape[-1] != model_classes:
         raise ValueError(

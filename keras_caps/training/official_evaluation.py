@@ -10,10 +10,10 @@ import inspect
 import os
 
 from keras_caps import datasets
-from keras_caps.training.fit import _check_choice
-from keras_caps.training.fit import _check_labels_match
+from keras_caps.training.fit import check_labels_match
 from keras_caps.training.fit import describe_hardware
 from keras_caps.training.model_recipe import MODELS
+from keras_caps.validation import check_known_name
 
 
 def evaluate_official_weights(weights, dataset, *, model="efficient_capsnet",
@@ -43,8 +43,8 @@ def evaluate_official_weights(weights, dataset, *, model="efficient_capsnet",
         A dict with `weights`, `model`, `dataset`, `hardware` and the
         `test` metrics.
     """
-    _check_choice("dataset", dataset, datasets.DATASETS)
-    family = _check_choice("model", model, MODELS)
+    check_known_name("dataset", dataset, datasets.DATASETS)
+    family = MODELS[check_known_name("model", model, MODELS)]
     if "weights" not in inspect.signature(family.builder).parameters:
         supported = sorted(name for name, candidate in MODELS.items()
                            if "weights" in inspect.signature(
@@ -68,7 +68,7 @@ def evaluate_official_weights(weights, dataset, *, model="efficient_capsnet",
                          download=download,
                          **{**family.dataset_options(dataset),
                             **(dataset_options or {})})
-    _check_labels_match(network, test)
+    check_labels_match(network, test)
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {"weights": os.path.abspath(weights), "model": model,
             "dataset": dataset, "hardware": describe_hardware(),

@@ -14,6 +14,7 @@ import os
 import shutil
 
 from keras_caps.training.atomic_files import write_json_atomically
+from keras_caps.training.training_settings import TrainingSettings
 
 RUN_RECORD = "run.json"
 # Everything a run writes in its folder, besides its lock (`run.lock`),
@@ -30,13 +31,15 @@ class RunFolder:
 
     Args:
         path: str. The output folder.
-        settings: dict. The run's settings, JSON-serialisable; a folder made
-            with other settings is refused.
+        settings: `TrainingSettings` (recorded as its `to_record()`, the
+            schema of `run.json`'s `settings`), or any JSON-serialisable
+            dict. A folder made with other settings is refused.
 
     Example:
 
     ```python
-    folder = RunFolder("runs/mnist", {"seed": 1, "epochs": 3})
+    settings = TrainingSettings(epochs=3, seed=1).resolve()
+    folder = RunFolder("runs/mnist", settings)
     progress = folder.open()  # {} for a new run.
     folder.update(trained=True)
     ```
@@ -44,6 +47,8 @@ class RunFolder:
 
     def __init__(self, path, settings):
         self.path = path
+        if isinstance(settings, TrainingSettings):
+            settings = settings.to_record()
         self.settings = json.loads(json.dumps(settings))
         self.record_path = os.path.join(path, RUN_RECORD)
         self.progress = {}

@@ -17,6 +17,7 @@ from keras_caps import cli
 from keras_caps import training
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from keras_caps.training import TrainingSettings
 from keras_caps.training.run_folder import RunFolder
 from keras_caps.training.run_folder import describe_differences
 
@@ -148,6 +149,57 @@ def test_a_crash_after_training_finishes_only_what_is_missing(
     assert _history_epochs(output_dir) == [0, 1]
     assert not [name for name in os.listdir(output_dir)
                 if name.startswith(".")]
+
+
+# The `settings` of a run.json written before `TrainingSettings` (keras_caps
+# 0.2 and earlier), for the run of `ARGUMENTS`, key by key as written then.
+RUN_JSON_SETTINGS_BEFORE_TRAINING_SETTINGS = {
+    "model": "efficient_capsnet", "dataset": "mnist",
+    "protocol": "holdout (model selected on 10% of the training data)",
+    "epochs": 2, "steps_per_epoch": 3, "batch_size": 16,
+    "precision": "float32", "seed": 42, "reconstruction": True,
+    "deterministic": False, "dataset_options": {},
+}
+
+
+def test_a_run_json_written_before_training_settings_is_resumed(
+        run_copy, monkeypatch, caplog):
+    """An older run.json reads as the same settings: the run is not
+    refused and, stopped before its export, is finished without
+    training."""
+    data_dir, output_dir, _ = run_copy
+    old_settings = RUN_JSON_SETTINGS_BEFORE_TRAINING_SETTINGS
+    assert TrainingSettings.from_record(old_settings) == TrainingSettings(
+        epochs=2, batch_size=16, steps_per_epoch=3).resolve()
+    record_path = os.path.join(output_dir, "run.json")
+    with open(record_path) as file:
+        progress = json.load(file)["progress"]
+    # Complete: nothing to do, nothing rewritten.
+    with open(record_path, "w") as file:
+        json.dump({"settings": old_settings, "progress": progress}, file)
+    before = _modification_times(output_dir)
+    caplog.set_level("INFO")
+    training.train(output_dir=output_dir, data_dir=data_dir, **ARGUMENTS)
+    assert "already complete" in caplog.text
+    assert _modification_times(output_dir) == before
+    # Stopped before the export: finished, without training again.
+    unfinished = {key: value for key, value in progress.items()
+                  if key not in ("exported", "complete")}
+    with open(record_path, "w") as file:
+        json.dump({"settings": old_settings, "progress": unfinished}, file)
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(keras.Model, "fit", no_fit)
+    monkeypatch.setattr(keras.Model, "evaluate", no_fit)
+    record = training.train(output_dir=output_dir, data_dir=data_dir,
+                            **ARGUMENTS)
+    assert record["test"] == progress["test"]
+    with open(record_path) as file:
+        run = json.load(file)
+    assert run["settings"] == old_settings
+    assert run["progress"]["complete"] is True
 
 
 def test_files_of_an_unknown_run_are_refused(tmp_path):

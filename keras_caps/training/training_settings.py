@@ -1,0 +1,272 @@
+"""`TrainingSettings`: everything that changes the result of a training run.
+
+The settings of one run are one value, checked once, in one schema: the
+`settings` of the run's `run.json` (see `RunFolder`) and the first entries
+of its `metrics.json` are `TrainingSettings.to_record()`, and a comparison
+(`keras-caps compare`) hands each model's settings to the process that
+trains it in the same form. How a run is carried out (its folder, the
+distribution strategy, the data folder, logging) is not part of them: those
+are the other arguments of `keras_caps.training.train`.
+"""
+
+import dataclasses
+import numbers
+
+from keras_caps import datasets
+from keras_caps.callbacks import ExponentialTemperatureDecay
+from keras_caps.training.model_recipe import MODELS
+from keras_caps.validation import check_bool
+from keras_caps.validation import check_known_name
+from keras_caps.validation import check_positive_int
+from keras_caps.validation import check_temperature
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PROTOCOLS = {
+    "holdout": "holdout (model selected on 10% of the training data)",
+    "test": "test-as-validation (official)",
+}
+# The record's keys (run.json's `settings`); `routing_temperature` only when
+# the temperature is annealed.
+RECORD_KEYS = ("model", "dataset", "protocol", "epochs", "steps_per_epoch",
+               "batch_size", "precision", "seed", "reconstruction",
+               "deterministic", "dataset_options", "routing_temperature")
+# The schedule's argument names -> the settings' (for error messages).
+_SCHEDULE_ARGUMENTS = (("initial_temperature", "routing_temperature"),
+                       ("decay_rate", "temperature_decay"),
+                       ("minimum_temperature", "min_temperature"))
+_MAX_SEED = 2**32 - 1  # What NumPy's seeding takes.
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSettings:
+    """The settings of one training run: what changes its result.
+
+    Every field is checked on construction (a `TypeError` or `ValueError`
+    naming the field, what was expected and what was received). `None`
+    fields take the model preset's value in `resolve()`, which is what a
+    run records.
+
+    Args:
+        model: str. A key of `keras_caps.training.MODELS`.
+        dataset: str. A key of `keras_caps.datasets.DATASETS`.
+        epochs: int or `None` (the preset's; 150 for EfficientCapsNet).
+        batch_size: int or `None`. The global batch size (the preset's;
+            16 for EfficientCapsNet).
+        steps_per_epoch: int or `None`. Limit the steps of each epoch.
+        precision: str. One of `PRECISIONS`.
+        seed: int in `[0, 2**32 - 1]`. Seeds weights, shuffling,
+            augmentation and splits.
+        validation: str. `"holdout"` (select on held-out training data) or
+            `"test"` (the official protocol); see `PROTOCOLS`.
+        reconstruction: bool or `None` (with the decoder when the model
+            has one).
+        deterministic: bool. Enable TensorFlow op determinism.
+        dataset_options: dict or `None`. Extra loader options (e.g.
+            MultiMNIST's `partners_per_digit`), over the model recipe's.
+        routing_temperature: float or `None`. `tau_0` of the annealed
+            routing temperature; `None`: no annealing, unless
+            `temperature_decay` is set, which starts from 1.
+        temperature_decay: float. The decay per training step, `lambda`
+            in `tau_t = max(tau_min, tau_0 exp(-lambda t))`.
+        min_temperature: float or `None`. `tau_min` (`min(1, tau_0)`).
+
+    Example:
+
+    ```python
+    settings = TrainingSettings(model="capsnet", dataset="mnist", epochs=3)
+    resolved = settings.resolve()  # The preset's batch size (128), ...
+    record = resolved.to_record()  # run.json's `settings`.
+    assert TrainingSettings.from_record(record) == resolved
+    ```
+    """
+
+    model: str = "efficient_capsnet"
+    dataset: str = "mnist"
+    epochs: int | None = None
+    batch_size: int | None = None
+    steps_per_epoch: int | None = None
+    precision: str = "float32"
+    seed: int = 42
+    validation: str = "holdout"
+    reconstruction: bool | None = None
+    deterministic: bool = False
+    dataset_options: dict | None = None
+    routing_temperature: float | None = None
+    temperature_decay: float = 0.0
+    min_temperature: float | None = None
+
+    def __post_init__(self):
+        check_known_name("model", self.model, MODELS)
+        check_known_name("dataset", self.dataset, datasets.DATASETS)
+        check_known_name("precision", self.precision, PRECISIONS)
+        check_known_name("validation", self.validation, PROTOCOLS)
+        for name in ("epochs", "batch_size", "steps_per_epoch"):
+            if getattr(self, name) is not None:
+                self._set(name, check_positive_int(name, getattr(self, name)))
+        self._set("seed", _check_seed(self.seed))
+        if self.reconstruction is not None:
+            check_bool("reconstruction", self.reconstruction)
+        check_bool("deterministic", self.deterministic)
+        self._set("dataset_options",
+                  _check_dataset_options(self.dataset_options))
+        self.temperature_schedule()  # Checks the three temperature fields.
+
+    def _set(self, name, value):
+        object.__setattr__(self, name, value)  # Normalised, once, here.
+
+    def temperature_schedule(self):
+        """The routing temperature's annealing schedule, or `None`.
+
+        Returns:
+            A `keras_caps.callbacks.ExponentialTemperatureDecay`, or `None`
+            when the temperature is not annealed.
+        """
+        if self.routing_temperature is None and not (
+                self.temperature_decay) and self.min_temperature is None:
+            return None
+        initial = 1.0
+        if self.routing_temperature is not None:
+            initial = check_temperature("routing_temperature",
+                                        self.routing_temperature)
+        minimum = self.min_temperature
+        if minimum is None:
+            minimum = min(1.0, initial)
+        # The schedule checks the values; errors name these fields.
+        try:
+            return ExponentialTemperatureDecay(initial,
+                                               self.temperature_decay,
+                                               minimum)
+        except (TypeError, ValueError) as error:
+            message = str(error)
+            for schedule_name, field_name in _SCHEDULE_ARGUMENTS:
+                message = message.replace(schedule_name, field_name)
+            raise type(error)(message) from None
+
+    def resolve(self):
+        """These settings with every default taken from the model preset.
+
+        Fills in the preset's epochs and batch size, whether to train with
+        the decoder, the recipe's loader options (under this run's) and the
+        temperature schedule's defaults. Raises a `ValueError` for a
+        dataset the model has no preset for, or `reconstruction=True` on a
+        model without a decoder.
+
+        Returns:
+            A new `TrainingSettings`; resolving it again changes nothing.
+        """
+        family = MODELS[self.model]
+        preset = family.get_preset(self.dataset)
+        resolved = {
+            "epochs": preset["epochs"] if self.epochs is None
+            else self.epochs,
+            "batch_size": preset["batch_size"] if self.batch_size is None
+            else self.batch_size,
+            "reconstruction": family.resolve_reconstruction(
+                self.reconstruction),
+            "dataset_options": {**family.dataset_options(self.dataset),
+                                **self.dataset_options},
+        }
+        schedule = self.temperature_schedule()
+        if schedule is not None:
+            resolved.update(
+                routing_temperature=schedule.initial_temperature,
+                temperature_decay=schedule.decay_rate,
+                min_temperature=schedule.minimum_temperature)
+        return dataclasses.replace(self, **resolved)
+
+    def to_record(self):
+        """The settings as JSON: run.json's `settings` (see `RECORD_KEYS`).
+
+        The validation protocol is recorded by its description (e.g.
+        `"test-as-validation (official)"`), and the temperature, when
+        annealed, as the schedule's config under `routing_temperature`.
+        """
+        record = {
+            "model": self.model, "dataset": self.dataset,
+            "protocol": PROTOCOLS[self.validation],
+            "epochs": self.epochs, "steps_per_epoch": self.steps_per_epoch,
+            "batch_size": self.batch_size, "precision": self.precision,
+            "seed": self.seed, "reconstruction": self.reconstruction,
+            "deterministic": self.deterministic,
+            "dataset_options": dict(self.dataset_options),
+        }
+        schedule = self.temperature_schedule()
+        if schedule is not None:
+            record["routing_temperature"] = schedule.get_config()
+        return record
+
+    @classmethod
+    def from_record(cls, record):
+        """The settings of a record written by `to_record` (a `run.json`).
+
+        Raises:
+            TypeError, ValueError: when `record` is not such a record
+                (not a dict, unknown or missing keys, an unknown protocol,
+                or a field that fails its check).
+        """
+        if not isinstance(record, dict):
+            raise TypeError(
+                "Expected a settings record (a dict with the keys "
+                f"{list(RECORD_KEYS)}). Received: record={record!r} of type "
+                f"{type(record).__name__}")
+        unknown = sorted(set(record) - set(RECORD_KEYS))
+        missing = [key for key in RECORD_KEYS[:-1] if key not in record]
+        if unknown or missing:
+            raise ValueError(
+                f"Expected a settings record with the keys "
+                f"{list(RECORD_KEYS)} (`routing_temperature` optional). "
+                f"Unknown keys: {unknown}; missing keys: {missing}. "
+                f"Received: record={record!r}")
+        fields = {key: value for key, value in record.items()
+                  if key not in ("protocol", "routing_temperature")}
+        fields["validation"] = _validation_of(record["protocol"])
+        fields.update(_temperature_fields(record.get("routing_temperature")))
+        return cls(**fields)
+
+
+def _check_seed(seed):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(
+            "Received an invalid type for `seed`, expected an integer. "
+            f"Received: seed={seed!r} of type {type(seed).__name__}")
+    if not 0 <= seed <= _MAX_SEED:
+        raise ValueError(
+            "Received an invalid value for `seed`, expected an integer in "
+            f"[0, {_MAX_SEED}]. Received: seed={seed!r}")
+    return int(seed)
+
+
+def _check_dataset_options(options):
+    if options is None:
+        return {}
+    if not isinstance(options, dict) or not all(
+            isinstance(key, str) for key in options):
+        raise TypeError(
+            "Received an invalid value for `dataset_options`, expected "
+            "None or a dict of loader options by name. Received: "
+            f"dataset_options={options!r}")
+    return dict(options)
+
+
+def _validation_of(protocol):
+    """`"holdout"` for the holdout protocol's description, and so on."""
+    for validation, description in PROTOCOLS.items():
+        if protocol == description:
+            return validation
+    raise ValueError(
+        f"Unknown `protocol`. Expected one of {list(PROTOCOLS.values())}. "
+        f"Received: protocol={protocol!r}")
+
+
+def _temperature_fields(schedule_config):
+    """The temperature fields of a recorded schedule config (or none)."""
+    if schedule_config is None:
+        return {}
+    if not isinstance(schedule_config, dict) or set(schedule_config) != {
+            name for name, _ in _SCHEDULE_ARGUMENTS}:
+        raise ValueError(
+            "Expected `routing_temperature` to be a temperature schedule's "
+            f"config, with the keys {[name for name, _ in _SCHEDULE_ARGUMENTS]}"
+            f". Received: routing_temperature={schedule_config!r}")
+    return {field_name: schedule_config[schedule_name]
+            for schedule_name, field_name in _SCHEDULE_ARGUMENTS}
