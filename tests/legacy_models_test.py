@@ -45,3 +45,29 @@ class LegacyModelsTest(TestCase):
             self.assertAllClose(outputs[key],
                                 self.outputs[f"every_layer_{key}"],
                                 atol=1e-5)
+
+    def test_every_router_saved_before_the_router_contract(self):
+        # Written by `make_router_fixtures.py` with the code of ce1ff98:
+        # both hybrids as `DynamicRouting(attention=...)`, couplings and
+        # credit read inside the graph in that code's layouts.
+        expected = np.load(
+            os.path.join(FIXTURES, "routers_before_contract.npz"))
+        with self.assertWarns(DeprecationWarning):  # old couplings layout
+            model = keras.saving.load_model(
+                os.path.join(FIXTURES, "routers_before_contract.keras"))
+        for name in ("hybrid_bilinear", "hybrid_concat"):
+            self.assertIsInstance(model.get_layer(name),
+                                  keras_caps.layers.HybridRouting)
+        self.assertEqual(model.get_layer("dynamic").temperature, 0.5)
+        self.assertEqual(model.get_layer("hybrid_concat").attention,
+                         "concat")
+        outputs = model.predict(expected["inputs"], verbose=0)
+        for key in ("poses", "couplings", "attention_couplings"):
+            self.assertAllClose(outputs[key], expected[key], atol=1e-6)
+        # Re-saved, the graph keeps the layouts it was built with.
+        path = os.path.join(self.get_temp_dir(), "resaved.keras")
+        model.save(path)
+        resaved = keras.saving.load_model(path)
+        self.assertAllClose(
+            resaved.predict(expected["inputs"], verbose=0)["couplings"],
+            expected["couplings"], atol=1e-6)

@@ -305,9 +305,9 @@ class DynamicRouting(Router):
         if cls is DynamicRouting and config.get("attention") is not None:
             # Saved as `DynamicRouting(attention=...)`, before the hybrid
             # was its own class.
-            from keras_caps.layers.hybrid_routing import HybridRouting
+            from keras_caps.layers.hybrid_routing import LegacyHybridRouting
 
-            return HybridRouting.from_config(config)
+            return LegacyHybridRouting.from_config(config)
         if cls is DynamicRouting:
             config = {key: value for key, value in config.items()
                       if key not in HYBRID_ARGUMENTS}

@@ -183,3 +183,25 @@ class HybridRouting(DynamicRouting):
                 keras.initializers.serialize(self.attention_initializer),
         })
         return config
+
+
+class LegacyHybridRouting(HybridRouting):
+    """A `HybridRouting` loaded from a file saved as `DynamicRouting`.
+
+    Before `HybridRouting` existed the hybrid was `DynamicRouting(
+    attention=...)`; Keras finds a layer's weights in a saved file by its
+    class name, so such a layer loads as this subclass, whose class name
+    is `DynamicRouting`. It routes exactly as `HybridRouting`, and saves
+    in the old form (`DynamicRouting` with `attention`), which loads as
+    this class again. Build new layers with `HybridRouting`.
+    """
+
+
+LegacyHybridRouting.__name__ = "DynamicRouting"
+LegacyHybridRouting.__qualname__ = "DynamicRouting"
+# Saved under the old name; the name keeps deserializing to
+# `DynamicRouting`, whose `from_config` makes this class again.
+keras.saving.register_keras_serializable("keras_caps", "DynamicRouting")(
+    LegacyHybridRouting)
+keras.saving.register_keras_serializable("keras_caps", "DynamicRouting")(
+    DynamicRouting)

@@ -2,8 +2,8 @@ import keras
 import numpy as np
 from absl.testing import parameterized
 
-from keras_caps import layers
 from keras_caps import diagnostics
+from keras_caps import layers
 from keras_caps import visualization
 from keras_caps.testing import TestCase
 from tests.layers import attention_routing_reference
