@@ -183,8 +183,9 @@ class RouterContractTest(TestCase):
         with self.assertRaises(ValueError):
             fresh.set_weights(short)
 
-    @parameterized.product(case=CASES,
-                           policy=("mixed_float16", "mixed_bfloat16"))
+    @parameterized.named_parameters(
+        (f"{case}_{policy}", case, policy) for case in CASES
+        for policy in ("mixed_float16", "mixed_bfloat16"))
     def test_below_minimum_temperature_is_finite_in_low_precision(
             self, case, policy):
         layer, inputs = _make(case, dtype=policy)
