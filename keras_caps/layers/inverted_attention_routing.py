@@ -222,11 +222,7 @@ class InvertedAttentionRouting(Router):
         couplings, agreement = [], []
         for _, pass_couplings, pass_agreement in states:
             if pass_couplings is None:  # the uniform first pass
-                # (b, x, 1, i) zeros + (1, 1, j, 1) zeros -> (b, x, j, i)
-                pass_agreement = ops.expand_dims(ops.zeros_like(
-                    votes.children[..., 0], dtype="float32"), 2) + ops.zeros(
-                    (1, 1, self.num_capsules, 1), dtype="float32")
-                pass_couplings = pass_agreement + 1.0 / self.num_capsules
+                pass_couplings, pass_agreement = self._uniform_pass(votes)
             couplings.append(pass_couplings)
             agreement.append(pass_agreement)
         return RoutingPasses(
@@ -235,6 +231,14 @@ class InvertedAttentionRouting(Router):
             agreement=[self._router_layout(a) for a in agreement],
             parents=[self._from_state(state) for state, _, _ in states],
             extras={"legacy_couplings": couplings[-1]})
+
+    def _uniform_pass(self, votes):
+        """Float32 couplings `1 / num_capsules` and zero agreement."""
+        # (b, x, 1, i) zeros + (1, 1, j, 1) zeros -> (b, x, j, i)
+        agreement = ops.expand_dims(ops.zeros_like(
+            votes.children[..., 0], dtype="float32"), 2) + ops.zeros(
+            (1, 1, self.num_capsules, 1), dtype="float32")
+        return agreement + 1.0 / self.num_capsules, agreement
 
     def _router_layout(self, couplings):
         """(b, x, j, i) -> (b, 1, x * i, j), the `Router` layout."""
@@ -272,7 +276,8 @@ class InvertedAttentionRouting(Router):
         self._check_built_for(inputs.shape)
         return _LazyVotes(self, self._windows(inputs))
 
-    def route(self, votes, parents=None, training=None):
+    def route(self, votes, parents=None, training=None,
+              return_couplings=False):
         """One routing pass: the new parent poses.
 
         With `parents=None` this is the uniform first pass (couplings
@@ -286,17 +291,23 @@ class InvertedAttentionRouting(Router):
             parents: `None`, or the current parent poses, of the layer's
                 output shape.
             training: bool. Whether dropout is active.
+            return_couplings: bool. Also return the pass's couplings, in
+                the `Router` layout (float32). Defaults to `False`.
 
         Returns:
             The new parent poses, of the layer's output shape, in the dtype
-            of the votes.
+            of the votes; with `return_couplings`, `(poses, couplings)`.
         """
         if parents is not None:
             self._check_parents_shape(parents.shape,
                                       self._built_input_shape())
             parents = self._to_state(ops.cast(parents, votes.dtype))
-        state, _, _ = self._route(votes, parents, training)
-        return self._from_state(state)
+        state, couplings, _ = self._route(votes, parents, training)
+        if not return_couplings:
+            return self._from_state(state)
+        if couplings is None:
+            couplings = self._uniform_pass(votes)[0]
+        return self._from_state(state), self._router_layout(couplings)
 
     # --- Routing core ----------------------------------------------------
     # Inside, states and votes put the output positions x on one axis:

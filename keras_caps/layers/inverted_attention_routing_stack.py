@@ -63,9 +63,15 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
         inputs: The children of the bottom layer (e.g. primary capsules
             `(batch, H, W, N, d)` after their LayerNorm).
         training: bool. Whether dropout is active.
+        return_couplings: bool. Also return, for each layer bottom to top,
+            the couplings of its last routing pass in the `Router` layout
+            `(batch, 1, children, parents)`. Defaults to `False`.
 
     Returns:
-        The poses of the top layer, of its output shape.
+        The poses of the top layer, of its output shape; with
+        `return_couplings`, `(poses, [couplings of each layer])`. The
+        stack is not a `Router` itself: its layers are, and hold the
+        temperatures (`RoutingTemperatureScheduler` finds them inside it).
 
     Example:
 
@@ -135,27 +141,45 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
                     f"that layer was already built for {built}. Received: "
                     f"input_shape={tuple(input_shape)}")
 
-    def call(self, inputs, training=None):
-        layers = self.layers
-        dtype = inputs.dtype
+    def call(self, inputs, training=None, return_couplings=False):
         if self.schedule == "sequential":
-            poses = inputs
-            for layer in layers:
-                votes = layer.votes(poses)
-                parents = layer.route(votes, training=training)
-                for _ in range(self.num_iterations - 1):
-                    parents = layer.route(votes, parents, training=training)
-                poses = ops.cast(parents, dtype)
-            return poses
-        # Concurrent: `parents[L]` are layer L's outputs; `children[L]` its
-        # inputs, i.e. the previous layer's outputs.
+            poses, couplings = self._route_sequentially(inputs, training)
+        else:
+            poses, couplings = self._route_concurrently(inputs, training)
+        if return_couplings:
+            return poses, couplings
+        return poses
+
+    def _route_sequentially(self, inputs, training):
+        """Each layer to convergence in turn: top poses, last couplings."""
+        dtype = inputs.dtype
+        poses, couplings = inputs, []
+        for layer in self.layers:
+            votes = layer.votes(poses)
+            parents, last = layer.route(votes, training=training,
+                                        return_couplings=True)
+            for _ in range(self.num_iterations - 1):
+                parents, last = layer.route(votes, parents, training=training,
+                                            return_couplings=True)
+            couplings.append(last)
+            poses = ops.cast(parents, dtype)
+        return poses, couplings
+
+    def _route_concurrently(self, inputs, training):
+        """The paper's sweep: top poses, each layer's last couplings."""
+        layers, dtype = self.layers, inputs.dtype
+        # `parents[L]` are layer L's outputs; `children[L]` its inputs,
+        # i.e. the previous layer's outputs.
         bottom_votes = layers[0].votes(inputs)  # fixed during routing
-        parents, children = [], [inputs]
+        parents, children, couplings = [], [inputs], []
         for index, layer in enumerate(layers):
             votes = bottom_votes if index == 0 else layer.votes(
                 children[index])
-            parents.append(layer.route(votes, training=training))
-            children.append(ops.cast(parents[-1], dtype))
+            poses, last = layer.route(votes, training=training,
+                                      return_couplings=True)
+            parents.append(poses)
+            couplings.append(last)
+            children.append(ops.cast(poses, dtype))
         for iteration in range(self.num_iterations - 1):
             is_last = iteration == self.num_iterations - 2
             new_parents = []
@@ -165,12 +189,14 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
                     continue
                 votes = bottom_votes if index == 0 else layer.votes(
                     children[index])
-                new_parents.append(
-                    layer.route(votes, parents[index], training=training))
+                poses, couplings[index] = layer.route(
+                    votes, parents[index], training=training,
+                    return_couplings=True)
+                new_parents.append(poses)
             parents = new_parents
             children = [inputs] + [ops.cast(poses, dtype)
                                    for poses in parents]
-        return children[-1]
+        return children[-1], couplings
 
     def _layer_input_shapes(self, input_shape):
         """Each layer's input shape; raises on incompatible neighbours."""
@@ -192,6 +218,20 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
         last_input_shape = self._layer_input_shapes(input_shape)[-1]
         return tuple(self.layers[-1].compute_output_shape(
             last_input_shape))
+
+    def compute_output_spec(self, inputs, training=None,
+                            return_couplings=False):
+        shape = tuple(inputs.shape)
+        outputs = keras.KerasTensor(self.compute_output_shape(shape),
+                                    dtype=self.compute_dtype)
+        if not return_couplings:
+            return outputs
+        couplings = [
+            keras.KerasTensor(layer.compute_couplings_shape(layer_shape),
+                              dtype="float32")
+            for layer, layer_shape in zip(
+                self.layers, self._layer_input_shapes(shape))]
+        return outputs, couplings
 
     def get_config(self):
         config = super().get_config()
