@@ -1,13 +1,13 @@
 """keras_caps: capsule networks for Keras 3.
 
 The backend-agnostic core (`ops`, `layers`, `losses`, `metrics`,
-`callbacks`, `applications`, `inference`, `diagnostics`, and
-`model_roles`, the names of the layers integrations look up) is imported
-here. The parts that need
-TensorFlow or matplotlib (`keras_caps.datasets`, `keras_caps.training`,
-`keras_caps.export`, `keras_caps.visualization`, `keras_caps.evaluation`)
-are imported on first attribute access, so `import keras_caps` on the JAX
-backend imports no TensorFlow.
+`callbacks`, `schedules`, `applications`, `inference`, `diagnostics`,
+and `model_roles`, the names of the layers integrations look up) is
+imported here. The parts that need TensorFlow or matplotlib
+(`keras_caps.datasets`, `keras_caps.training`, `keras_caps.export`,
+`keras_caps.visualization`, `keras_caps.evaluation`) are imported on
+first attribute access, so `import keras_caps` on the JAX backend imports
+no TensorFlow.
 """
 
 import importlib
@@ -21,6 +21,7 @@ from keras_caps import losses
 from keras_caps import metrics
 from keras_caps import model_roles
 from keras_caps import ops
+from keras_caps import schedules
 from keras_caps.version import __version__
 
 _LAZY_SUBPACKAGES = ("datasets", "evaluation", "export", "training",

@@ -13,7 +13,7 @@ import keras_caps
 from keras_caps.testing import TestCase
 
 PUBLIC_MODULES = (keras_caps.layers, keras_caps.losses, keras_caps.metrics,
-                  keras_caps.callbacks)
+                  keras_caps.callbacks, keras_caps.schedules)
 REPO_ROOT = pathlib.Path(keras_caps.__file__).parent.parent
 
 

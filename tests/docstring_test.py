@@ -17,7 +17,7 @@ import pytest
 import keras_caps
 
 CORE_PACKAGES = ("ops", "layers", "losses", "metrics", "callbacks",
-                 "applications", "inference")
+                 "schedules", "diagnostics", "applications", "inference")
 
 
 def _modules():
@@ -47,7 +47,7 @@ def test_docstring_examples(module_name):
 API_PAGES = pathlib.Path(__file__).resolve().parents[1] / "docs" / "api"
 # The packages the API reference documents: docs/api/<package>.md each.
 DOCUMENTED_PACKAGES = ("layers", "ops", "losses", "metrics", "callbacks",
-                       "diagnostics", "applications", "inference",
+                       "schedules", "diagnostics", "applications", "inference",
                        "model_roles", "export", "evaluation", "datasets",
                        "training", "visualization")
 

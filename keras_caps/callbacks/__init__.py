@@ -1,6 +1,7 @@
 """Keras callbacks for capsule networks.
 
-- `RoutingTemperatureScheduler` (with `ExponentialTemperatureDecay`): sets
+- `RoutingTemperatureScheduler` (with a schedule of
+  `keras_caps.schedules`, such as `ExponentialTemperatureDecay`): sets
   the routing temperature of the model's routers at each training step
   and logs it per epoch.
 - `RoutingDiagnostics`: logs coupling entropy per head, top-3
@@ -9,10 +10,10 @@
   head collapse or routing that never sharpens.
 """
 
-from keras_caps.callbacks.exponential_temperature_decay import (
-    ExponentialTemperatureDecay,
-)
 from keras_caps.callbacks.routing_diagnostics import RoutingDiagnostics
 from keras_caps.callbacks.routing_temperature_scheduler import (
     RoutingTemperatureScheduler,
 )
+
+# The schedule lived here before `keras_caps.schedules`; the same class.
+from keras_caps.schedules import ExponentialTemperatureDecay  # noqa: E402

@@ -55,7 +55,7 @@ class RoutingTemperatureScheduler(keras.callbacks.Callback):
     >>> outputs = keras_caps.layers.DynamicRouting(3, 4)(inputs)
     >>> model = keras.Model(inputs, outputs)
     >>> model.compile(optimizer="sgd", loss="mse")
-    >>> schedule = keras_caps.callbacks.ExponentialTemperatureDecay(
+    >>> schedule = keras_caps.schedules.ExponentialTemperatureDecay(
     ...     initial_temperature=4.0, decay_rate=0.5)
     >>> history = model.fit(
     ...     np.ones((4, 8, 4)), np.zeros((4, 3, 4)), batch_size=2,

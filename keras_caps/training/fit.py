@@ -31,13 +31,13 @@ import tensorflow as tf
 
 from keras_caps import datasets
 from keras_caps import model_roles as roles
-from keras_caps.callbacks import ExponentialTemperatureDecay
 from keras_caps.callbacks import RoutingTemperatureScheduler
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
 from keras_caps.export import is_keras_caps_export
 from keras_caps.inference import check_pixel_range
 from keras_caps.inference import load_model_file
+from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.best_checkpoint import BestCheckpoint

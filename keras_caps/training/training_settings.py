@@ -13,7 +13,7 @@ import dataclasses
 import numbers
 
 from keras_caps import datasets
-from keras_caps.callbacks import ExponentialTemperatureDecay
+from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.training.model_recipe import MODELS
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_known_name
@@ -118,7 +118,7 @@ class TrainingSettings:
         """The routing temperature's annealing schedule, or `None`.
 
         Returns:
-            A `keras_caps.callbacks.ExponentialTemperatureDecay`, or `None`
+            A `keras_caps.schedules.ExponentialTemperatureDecay`, or `None`
             when the temperature is not annealed.
         """
         if self.routing_temperature is None and not (

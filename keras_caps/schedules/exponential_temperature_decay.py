@@ -7,7 +7,7 @@ from keras_caps.validation import check_number
 from keras_caps.validation import check_temperature
 
 
-@keras_caps_export("keras_caps.callbacks.ExponentialTemperatureDecay")
+@keras_caps_export("keras_caps.schedules.ExponentialTemperatureDecay")
 class ExponentialTemperatureDecay:
     """Routing temperature schedule `max(minimum, initial * exp(-rate * t))`.
 
@@ -34,7 +34,7 @@ class ExponentialTemperatureDecay:
 
     Example:
 
-    >>> schedule = keras_caps.callbacks.ExponentialTemperatureDecay(
+    >>> schedule = keras_caps.schedules.ExponentialTemperatureDecay(
     ...     initial_temperature=10.0, decay_rate=0.01)
     >>> round(schedule(0), 3), round(schedule(100), 3), schedule(1000)
     (10.0, 3.679, 1.0)

@@ -2,7 +2,8 @@ import keras
 import numpy as np
 from absl.testing import parameterized
 
-from keras_caps.callbacks import ExponentialTemperatureDecay
+from keras_caps import callbacks
+from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.testing import TestCase
 
 
@@ -51,3 +52,13 @@ class ExponentialTemperatureDecayTest(TestCase):
                   "minimum_temperature": 1.0, **override}
         with self.assertRaisesRegex(error, f"`{name}`.*Received: {name}="):
             ExponentialTemperatureDecay(**kwargs)
+
+
+class ScheduleLocationTest(TestCase):
+    def test_the_callbacks_name_is_the_same_class(self):
+        # Saved under "keras_caps>ExponentialTemperatureDecay" either way.
+        self.assertIs(callbacks.ExponentialTemperatureDecay,
+                      ExponentialTemperatureDecay)
+        self.assertEqual(
+            keras.saving.get_registered_name(ExponentialTemperatureDecay),
+            "keras_caps>ExponentialTemperatureDecay")
