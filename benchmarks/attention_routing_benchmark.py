@@ -33,30 +33,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from side_by_side import make_step  # noqa: E402
 from side_by_side import peak_memory_mib  # noqa: E402
 from side_by_side import time_steps  # noqa: E402
 
 from keras_caps.layers import AttentionRouting  # noqa: E402
 from keras_caps.layers import DynamicRouting  # noqa: E402
-
-
-def _make_step(layer, jit_compile):
-    weights = [variable.value for variable in layer.trainable_variables]
-
-    @tf.function(jit_compile=jit_compile)
-    def step(inputs):
-        with tf.GradientTape() as tape:
-            tape.watch(inputs)
-            loss = tf.reduce_sum(layer(inputs))
-        return loss, tape.gradient(loss, [inputs, *weights])
-
-    return step
-
-
-
-
-
-
 
 
 def main():
@@ -90,7 +72,7 @@ def main():
     steps = {}
     for name, layer in layers.items():
         layer.build(inputs.shape)
-        steps[name] = _make_step(layer, args.jit_compile)
+        steps[name] = make_step(layer, args.jit_compile)
 
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, "
           f"{os.cpu_count()} CPUs, jit_compile={args.jit_compile}")

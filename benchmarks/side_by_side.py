@@ -13,6 +13,21 @@ import tensorflow as tf
 _MIB = 2.0**20
 
 
+def make_step(layer, jit_compile=False):
+    """A `tf.function` training step of `layer`: the sum of its outputs and
+    the gradients with respect to the inputs and every trainable weight."""
+    weights = [variable.value for variable in layer.trainable_variables]
+
+    @tf.function(jit_compile=jit_compile)
+    def step(inputs):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            loss = tf.reduce_sum(layer(inputs))
+        return loss, tape.gradient(loss, [inputs, *weights])
+
+    return step
+
+
 def sync(result):
     """Waits for a step's `(value, gradients)` to be computed."""
     value, gradients = result
