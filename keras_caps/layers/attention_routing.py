@@ -263,34 +263,8 @@ class AttentionRouting(Router):
         all_parents, all_couplings, all_scores = [], [], []
         parents = None
         for iteration in range(self.num_iterations):
-            # (b, h, i, j) scores, in float32.
-            if iteration == 0:
-                queries = ops.cast(self.parent_queries, "float32")
-                # (a, h j): one matrix for the whole batch.
-                folded = ops.reshape(
-                    ops.einsum("ahk,hjk->ahj", key_kernel, queries),
-                    (-1, self.num_heads * self.num_capsules))
-                position_equation = "hik,hjk->hij"
-            else:
-                # (b, h, j, k) queries from the previous parents.
-                queries = ops.einsum(
-                    "bjz,zhk->bhjk", capsule_ops.at_least_float32(parents),
-                    ops.cast(self.query_kernel, "float32"))
-                folded = ops.reshape(
-                    ops.einsum("ahk,bhjk->bahj", key_kernel, queries),
-                    (-1, ops.shape(key_kernel)[0],
-                     self.num_heads * self.num_capsules))
-                position_equation = "hik,bhjk->bhij"
-            # (b, i, a) @ (b, a, h j) or (a, h j) -> (b, i, h j)
-            scores = ops.matmul(wide_children, folded)
-            # (b, i, h, j) -> (b, h, i, j)
-            scores = ops.transpose(ops.reshape(scores, (
-                -1, self._num_inputs, self.num_heads, self.num_capsules)),
-                (0, 2, 1, 3))
-            if position_keys is not None:
-                scores = scores + ops.einsum(position_equation,
-                                             position_keys, queries)
-            scores = scores * self._score_scale
+            scores = self._scores(wide_children, key_kernel, position_keys,
+                                  parents)  # (b, h, i, j), float32
             couplings = self.tempered_softmax(
                 scores,
                 axis=3 if self.normalization == "parents" else 2)
@@ -304,6 +278,40 @@ class AttentionRouting(Router):
                 all_scores.append(scores)
         return {"parents": all_parents, "couplings": all_couplings,
                 "scores": all_scores, "children": children}
+
+    def _scores(self, wide_children, key_kernel, position_keys, parents):
+        """Scaled float32 scores `(b, h, i, j)` of one pass.
+
+        The first pass's queries are the learned parent queries; later
+        passes' come from the previous `parents`.
+        """
+        if parents is None:
+            queries = ops.cast(self.parent_queries, "float32")
+            # (a, h j): one matrix for the whole batch.
+            folded = ops.reshape(
+                ops.einsum("ahk,hjk->ahj", key_kernel, queries),
+                (-1, self.num_heads * self.num_capsules))
+            position_equation = "hik,hjk->hij"
+        else:
+            # (b, h, j, k) queries from the previous parents.
+            queries = ops.einsum(
+                "bjz,zhk->bhjk", capsule_ops.at_least_float32(parents),
+                ops.cast(self.query_kernel, "float32"))
+            folded = ops.reshape(
+                ops.einsum("ahk,bhjk->bahj", key_kernel, queries),
+                (-1, ops.shape(key_kernel)[0],
+                 self.num_heads * self.num_capsules))
+            position_equation = "hik,bhjk->bhij"
+        # (b, i, a) @ (b, a, h j) or (a, h j) -> (b, i, h j)
+        scores = ops.matmul(wide_children, folded)
+        # (b, i, h, j) -> (b, h, i, j)
+        scores = ops.transpose(ops.reshape(scores, (
+            -1, self._num_inputs, self.num_heads, self.num_capsules)),
+            (0, 2, 1, 3))
+        if position_keys is not None:
+            scores = scores + ops.einsum(position_equation, position_keys,
+                                         queries)
+        return scores * self._score_scale
 
     def _position_keys(self):
         """The position term per child: `(h, i, k)`, float32."""

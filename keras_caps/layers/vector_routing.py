@@ -138,69 +138,72 @@ class VectorRouting(Router):
         input_dim = self._check_input_shape(input_shape)
         num_rows = self.num_inputs or 1
         num_outputs, output_dim = self.num_capsules, self.capsule_dim
-
-        def normal(stddev):
-            return keras.initializers.RandomNormal(stddev=stddev)
-
-        def kernel(name, shape, initializer):
-            return self.add_weight(
-                name=name, shape=shape, initializer=initializer,
-                regularizer=self.kernel_regularizer,
-                constraint=self.kernel_constraint)
-
-        def bias(name, shape, initializer="zeros"):
-            return self.add_weight(
-                name=name, shape=shape, initializer=initializer,
-                regularizer=self.bias_regularizer,
-                constraint=self.bias_constraint)
-
+        kernel, bias = self._kernel_weight, self._bias_weight
         self.score_kernel = kernel("score_kernel", (num_rows, input_dim),
-                                   normal(2.0 / math.sqrt(input_dim)))
+                                   _normal(2.0 / math.sqrt(input_dim)))
         self.score_bias = bias("score_bias", (num_rows,))
         self.vote_scale = kernel("vote_scale", (num_outputs, input_dim),
-                                 normal(1.0))
+                                 _normal(1.0))
         self.vote_kernel = kernel("vote_kernel", (input_dim, output_dim),
-                                  normal(2.0 / math.sqrt(input_dim)))
+                                  _normal(2.0 / math.sqrt(input_dim)))
         self.vote_bias = bias("vote_bias", (num_outputs, output_dim))
         if self.num_iterations > 1:
             # G and S are used from the second E-step on; with a single
             # iteration they would never receive gradients.
             self.prediction_kernel = kernel(
                 "prediction_kernel", (output_dim, input_dim),
-                normal(1.0 / math.sqrt(output_dim)))
+                _normal(1.0 / math.sqrt(output_dim)))
             self.prediction_scale = kernel(
-                "prediction_scale", (num_outputs, input_dim), normal(1.0))
+                "prediction_scale", (num_outputs, input_dim), _normal(1.0))
             self.prediction_bias = bias(
                 "prediction_bias", (num_outputs, input_dim))
             self.similarity_scale = kernel(
                 "similarity_scale", (num_rows, num_outputs),
-                normal(1.0 / math.sqrt(input_dim)))
+                _normal(1.0 / math.sqrt(input_dim)))
             self.similarity_bias = bias(
                 "similarity_bias", (num_rows, num_outputs))
-        if self.num_inputs is not None:
-            self.use_benefit = kernel(
-                "use_benefit", (self.num_inputs, num_outputs), normal(1.0))
-            self.ignore_cost = kernel(
-                "ignore_cost", (self.num_inputs, num_outputs), normal(1.0))
-        else:
-            # PyTorch's `Linear` default, as in the reference.
-            limit = 1.0 / math.sqrt(input_dim)
-
-            def uniform():
-                return keras.initializers.RandomUniform(-limit, limit)
-
-            self.use_benefit_kernel = kernel(
-                "use_benefit_kernel", (input_dim, num_outputs), uniform())
-            self.use_benefit_bias = bias(
-                "use_benefit_bias", (num_outputs,), uniform())
-            self.ignore_cost_kernel = kernel(
-                "ignore_cost_kernel", (input_dim, num_outputs), uniform())
-            self.ignore_cost_bias = bias(
-                "ignore_cost_bias", (num_outputs,), uniform())
+        self._build_benefits_and_costs(input_dim)
         axes = {-1: input_dim}
         if self.num_inputs is not None:
             axes[-2] = self.num_inputs
         self.input_spec = keras.InputSpec(ndim=3, axes=axes)
+
+    def _build_benefits_and_costs(self, input_dim):
+        """`beta_use` and `beta_ign`: weights, or a linear map of inputs."""
+        num_outputs = self.num_capsules
+        kernel, bias = self._kernel_weight, self._bias_weight
+        if self.num_inputs is not None:
+            self.use_benefit = kernel(
+                "use_benefit", (self.num_inputs, num_outputs), _normal(1.0))
+            self.ignore_cost = kernel(
+                "ignore_cost", (self.num_inputs, num_outputs), _normal(1.0))
+            return
+        # PyTorch's `Linear` default, as in the reference.
+        limit = 1.0 / math.sqrt(input_dim)
+
+        def uniform():
+            return keras.initializers.RandomUniform(-limit, limit)
+
+        self.use_benefit_kernel = kernel(
+            "use_benefit_kernel", (input_dim, num_outputs), uniform())
+        self.use_benefit_bias = bias(
+            "use_benefit_bias", (num_outputs,), uniform())
+        self.ignore_cost_kernel = kernel(
+            "ignore_cost_kernel", (input_dim, num_outputs), uniform())
+        self.ignore_cost_bias = bias(
+            "ignore_cost_bias", (num_outputs,), uniform())
+
+    def _kernel_weight(self, name, shape, initializer):
+        return self.add_weight(
+            name=name, shape=shape, initializer=initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint)
+
+    def _bias_weight(self, name, shape, initializer="zeros"):
+        return self.add_weight(
+            name=name, shape=shape, initializer=initializer,
+            regularizer=self.bias_regularizer,
+            constraint=self.bias_constraint)
 
     def call(self, inputs, mask=None, routing_mask=None,
              return_couplings=False, return_credit=None,
@@ -311,7 +314,7 @@ class VectorRouting(Router):
         allowed = ops.cast(allowed, "float32")
         shares = allowed / ops.maximum(
             ops.sum(allowed, axis=-1, keepdims=True), 1.0)
-        return shares, zeros
+        return zeros + shares, zeros  # a (1, i, j) routing mask: per example
 
     def _maximization_step(self, credit, scaled_inputs, votes):
         """The outputs `(b, j, h)` from the credit `phi` `(b, i, j)`."""
@@ -472,6 +475,10 @@ class VectorRouting(Router):
             serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
 
+
+
+def _normal(stddev):
+    return keras.initializers.RandomNormal(stddev=stddev)
 
 
 def _return_credit(return_credit, return_credit_assignments):
