@@ -137,16 +137,7 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
     hidden_capsule_dim = hidden_capsule_dim or width
 
     # === Layers and functional model ===
-    sequences = []
-    for index, state in enumerate(states, start=1):
-        x = keras.layers.LayerNormalization(
-            epsilon=_LAYER_NORM_EPSILON, name=f"state_norm_{index}")(state)
-        if len(state.shape) == 4:
-            x = keras.layers.Reshape((-1, width),
-                                     name=f"positions_{index}")(x)
-        sequences.append(x)
-    if len(sequences) > 1:
-        x = keras.layers.Concatenate(axis=1, name="states")(sequences)
+    x = _normalized_positions(states, width)  # (batch, positions, width)
     for index in range(1, num_hidden_routings + 1):
         x, _ = layers.VectorRouting(
             num_hidden_capsules, hidden_capsule_dim,
@@ -162,18 +153,38 @@ def VectorRoutingHead(backbone, num_classes, *, hidden_state_layers=None,
     model = keras.Model(backbone.input, logits, name=name)
 
     if compile:
-        optimizer = resolve_optimizer(
-            optimizer, lambda: keras.optimizers.Adam(learning_rate=1e-3))
-        if loss == "auto":
-            loss = keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True)
-            metrics = [keras.metrics.SparseCategoricalAccuracy(
-                name="accuracy")]
-        else:
-            metrics = ["accuracy"]
-        compile_model(model, optimizer, loss=loss, metrics=metrics,
-                      jit_compile=jit_compile)
+        _compile_head(model, optimizer, loss, jit_compile)
     return model
+
+
+def _normalized_positions(states, width):
+    """Each hidden state LayerNormed, feature maps flattened row by row,
+    all concatenated along the positions: `(batch, positions, width)`."""
+    sequences = []
+    for index, state in enumerate(states, start=1):
+        x = keras.layers.LayerNormalization(
+            epsilon=_LAYER_NORM_EPSILON, name=f"state_norm_{index}")(state)
+        if len(state.shape) == 4:
+            x = keras.layers.Reshape((-1, width),
+                                     name=f"positions_{index}")(x)
+        sequences.append(x)
+    if len(sequences) > 1:
+        return keras.layers.Concatenate(axis=1, name="states")(sequences)
+    return sequences[0]
+
+
+def _compile_head(model, optimizer, loss, jit_compile):
+    """Adam (1e-3) unless given; `"auto"`: the sparse cross-entropy on
+    logits with the sparse accuracy, else `loss` with `"accuracy"`."""
+    optimizer = resolve_optimizer(
+        optimizer, lambda: keras.optimizers.Adam(learning_rate=1e-3))
+    if loss == "auto":
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    else:
+        metrics = ["accuracy"]
+    compile_model(model, optimizer, loss=loss, metrics=metrics,
+                  jit_compile=jit_compile)
 
 
 def _check_at_least_two(name, value):

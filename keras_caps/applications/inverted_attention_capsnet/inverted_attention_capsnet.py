@@ -122,35 +122,13 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
         x = _resnet_backbone(x, preset["backbones"]["resnet"])
     else:
         x = _simple_backbone(x, preset["backbones"]["simple"])
-    primary = preset["primary_capsules"]
-    capsule_dim = primary["capsule_dim"]
-    x = keras.layers.Conv2D(
-        primary["num_capsules"] * capsule_dim, 1, use_bias=False,
-        kernel_initializer=_torch_default_initializer(),
-        name="primary_conv")(x)
-    height, width = x.shape[1:3]
-    # Channel n * d + a is entry a of capsule type n, as the official
-    # `CapsModel.forward` (src/capsule_model.py) reshapes the primary
-    # convolution's channels to (num_capsules, capsule_dim).
-    x = keras.layers.Reshape(
-        (height, width, primary["num_capsules"], capsule_dim),
-        name="primary_capsules")(x)
-    x = keras.layers.LayerNormalization(
-        epsilon=_LAYER_NORM_EPSILON, name="primary_norm")(x)
+    x = _primary_capsules(x, preset["primary_capsules"])
     _check_capsule_map(x.shape, preset["capsules"], input_shape)
-    routed = [
-        layers.InvertedAttentionRouting(
-            spec["num_capsules"], spec["capsule_dim"],
-            kernel_size=spec["kernel_size"], strides=spec["strides"],
-            num_iterations=num_iterations, epsilon=_LAYER_NORM_EPSILON,
-            name=spec["name"])
-        for spec in preset["capsules"]]
-    routed.append(layers.InvertedAttentionRouting(
-        num_classes, capsule_dim, num_iterations=num_iterations,
-        epsilon=_LAYER_NORM_EPSILON, name="class_caps"))
-    class_poses = layers.InvertedAttentionRoutingStack(
-        routed, num_iterations=num_iterations, schedule=schedule,
-        name=roles.CAPSULE_ROUTING)(x)  # (batch, num_classes, capsule_dim)
+    capsule_dim = preset["primary_capsules"]["capsule_dim"]
+    class_poses = _capsule_routing(preset["capsules"], num_classes,
+                                   capsule_dim, num_iterations,
+                                   schedule)(x)
+    # class_poses: (batch, num_classes, capsule_dim)
     bound = 1.0 / math.sqrt(capsule_dim)
     x = keras.layers.Dense(
         1, kernel_initializer=_torch_default_initializer(),
@@ -168,6 +146,48 @@ def InvertedAttentionCapsNet(dataset="cifar10", *, backbone="resnet",
                 momentum=preset["momentum"],
                 weight_decay=preset["weight_decay"]), jit_compile)
     return model
+
+
+def _primary_capsules(features, primary):
+    """The feature map -> LayerNormed primary capsule poses.
+
+    `(batch, height, width, channels)` -> `(batch, height, width,
+    num_capsules, capsule_dim)`.
+    """
+    num_capsules, capsule_dim = (primary["num_capsules"],
+                                 primary["capsule_dim"])
+    x = keras.layers.Conv2D(
+        num_capsules * capsule_dim, 1, use_bias=False,
+        kernel_initializer=_torch_default_initializer(),
+        name="primary_conv")(features)
+    height, width = x.shape[1:3]
+    # Channel n * d + a is entry a of capsule type n, as the official
+    # `CapsModel.forward` (src/capsule_model.py) reshapes the primary
+    # convolution's channels to (num_capsules, capsule_dim).
+    x = keras.layers.Reshape((height, width, num_capsules, capsule_dim),
+                             name="primary_capsules")(x)
+    return keras.layers.LayerNormalization(
+        epsilon=_LAYER_NORM_EPSILON, name="primary_norm")(x)
+
+
+def _capsule_routing(capsule_specs, num_classes, capsule_dim,
+                     num_iterations, schedule):
+    """The routed capsule layers of the preset, then the class capsules,
+    routed together: primary poses -> `(batch, num_classes, capsule_dim)`.
+    """
+    routed = [
+        layers.InvertedAttentionRouting(
+            spec["num_capsules"], spec["capsule_dim"],
+            kernel_size=spec["kernel_size"], strides=spec["strides"],
+            num_iterations=num_iterations, epsilon=_LAYER_NORM_EPSILON,
+            name=spec["name"])
+        for spec in capsule_specs]
+    routed.append(layers.InvertedAttentionRouting(
+        num_classes, capsule_dim, num_iterations=num_iterations,
+        epsilon=_LAYER_NORM_EPSILON, name="class_caps"))
+    return layers.InvertedAttentionRoutingStack(
+        routed, num_iterations=num_iterations, schedule=schedule,
+        name=roles.CAPSULE_ROUTING)
 
 
 def get_preset(dataset):
