@@ -20,11 +20,11 @@ def efficient_capsnet_stem(images, dataset, preset, input_shape,
     Returns:
         The feature map `(batch, height, width, channels)`.
     """
-    efficient_capsnet._check_stem_fits(dataset, preset, input_shape)
+    efficient_capsnet.check_stem_fits(dataset, preset, input_shape)
     x = input_scaling_layer(preset, input_shape, input_statistics)(images)
     for index, block in enumerate(preset["stem"], start=1):
-        for layer in efficient_capsnet._stem_block(preset["stem_block"],
-                                                   index, **block):
+        for layer in efficient_capsnet.stem_block(preset["stem_block"],
+                                                  index, **block):
             x = layer(x)
     return x  # (batch, height, width, channels)
 
@@ -35,12 +35,12 @@ def primary_capsules(features, preset, input_shape):
     Returns:
         The capsules `(batch, num_capsules, capsule_dim)`.
     """
-    arguments = efficient_capsnet._primary_caps_arguments(
+    arguments = efficient_capsnet.primary_caps_arguments(
         preset, input_shape, tuple(features.shape[1:]))
     return layers.PrimaryCaps(**arguments, name="primary_caps")(features)
 
 
 def decoder(preset, input_shape, input_dim):
     """Efficient-CapsNet's reconstruction decoder for the preset."""
-    return efficient_capsnet._decoder(preset, input_shape, input_dim)
+    return efficient_capsnet.preset_decoder(preset, input_shape, input_dim)
 

@@ -92,7 +92,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     check_weights_arguments("EfficientCapsNet", weights, preset, input_shape,
                             num_classes, input_statistics)
     input_shape = check_image_shape(input_shape, preset["input_shape"])
-    _check_stem_fits(dataset, preset, input_shape)
+    check_stem_fits(dataset, preset, input_shape)
     num_classes = resolve_num_classes(num_classes, preset)
     num_objects = preset["num_objects"]
     if num_objects > num_classes:
@@ -105,9 +105,9 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
     images = keras.Input(input_shape, name=roles.IMAGE)
     x = input_scaling_layer(preset, input_shape, input_statistics)(images)
     for index, block in enumerate(preset["stem"], start=1):
-        for layer in _stem_block(preset["stem_block"], index, **block):
+        for layer in stem_block(preset["stem_block"], index, **block):
             x = layer(x)
-    primary_caps_args = _primary_caps_arguments(preset, input_shape,
+    primary_caps_args = primary_caps_arguments(preset, input_shape,
                                                 tuple(x.shape[1:]))
     capsules = layers.PrimaryCaps(**primary_caps_args,
                                   name="primary_caps")(x)
@@ -115,7 +115,7 @@ def EfficientCapsNet(dataset="mnist", *, input_shape=None, num_classes=None,
                                    name=roles.CLASS_CAPSULES)(capsules)
     decoder = None
     if reconstruction:
-        decoder = _decoder(preset, input_shape,
+        decoder = preset_decoder(preset, input_shape,
                            num_classes * preset["capsule_dim"])
     model = capsule_head_model(images, class_capsules, decoder, preset, name,
                                compile=compile, optimizer=optimizer,
@@ -143,7 +143,13 @@ def _stem_output_size(size, stem):
     return size
 
 
-def _check_stem_fits(dataset, preset, input_shape):
+# Efficient-CapsNet's building blocks below are shared with the other
+# builders on its stem (`capsule_classifier.efficient_capsnet_stem`).
+
+
+def check_stem_fits(dataset, preset, input_shape):
+    """Raises a `ValueError` when images of `input_shape` are too small for
+    the valid convolutions of the preset's stem."""
     if min(_stem_output_size(size, preset["stem"])
            for size in input_shape[:2]) >= 1:
         return
@@ -156,7 +162,9 @@ def _check_stem_fits(dataset, preset, input_shape):
         f"input_shape={tuple(input_shape)}")
 
 
-def _stem_block(block, index, filters, kernel_size, strides):
+def stem_block(block, index, filters, kernel_size, strides):
+    """The layers of the stem's `index`-th block, of kind `block`
+    (`"conv_relu_batch_norm"` or `"conv_leaky_relu_instance_norm"`)."""
     if block == "conv_relu_batch_norm":
         return [
             keras.layers.Conv2D(filters, kernel_size, strides,
@@ -182,7 +190,7 @@ def _stem_block(block, index, filters, kernel_size, strides):
     ]
 
 
-def _primary_caps_arguments(preset, input_shape, feature_shape):
+def primary_caps_arguments(preset, input_shape, feature_shape):
     """The preset's window, or one covering the whole map for other inputs."""
     arguments = dict(preset["primary_caps"])
     height, width, channels = feature_shape
@@ -196,7 +204,9 @@ def _primary_caps_arguments(preset, input_shape, feature_shape):
     return arguments
 
 
-def _decoder(preset, input_shape, input_dim):
+def preset_decoder(preset, input_shape, input_dim):
+    """The preset's reconstruction decoder: `(batch, input_dim)` masked
+    class capsules -> images of `input_shape`."""
     if preset["decoder"] == "conv" and tuple(input_shape[:2]) == (48, 48):
         return decoders.conv_decoder(input_dim, input_shape)
     return decoders.dense_decoder(input_dim, input_shape,
