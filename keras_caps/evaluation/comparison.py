@@ -44,6 +44,7 @@ from keras_caps.applications.capsule_classifier import (
 from keras_caps.applications.capsule_classifier import ROUTERS
 from keras_caps.evaluation import robustness
 from keras_caps.training.atomic_files import write_json_atomically
+from keras_caps.training.atomic_files import write_text_atomically
 from keras_caps.training.training_settings import PROTOCOLS
 from keras_caps.training.training_settings import TrainingSettings
 
@@ -121,10 +122,10 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
     results = {"settings": settings, "models": runs,
                "routers": _aggregate(runs, settings, steps)}
     write_json_atomically(os.path.join(output_dir, "results.json"), results)
-    _write_text(os.path.join(output_dir, "results.csv"),
-                results_csv(results))
-    _write_text(os.path.join(output_dir, "results.md"),
-                results_markdown(results))
+    write_text_atomically(os.path.join(output_dir, "results.csv"),
+                          results_csv(results))
+    write_text_atomically(os.path.join(output_dir, "results.md"),
+                          results_markdown(results))
     plot_path = os.path.join(output_dir, "accuracy_vs_severity.png")
     try:
         plot_accuracy_vs_severity(results, plot_path)
@@ -538,15 +539,6 @@ def plot_accuracy_vs_severity(results, path, dpi=100):
     axes[0].legend(fontsize="small")
     figure.savefig(path, dpi=dpi)
     return path
-
-
-def _write_text(path, text):
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as file:
-        file.write(text)
-    os.replace(temporary, path)
-
-
 
 
 def _main(argv):

@@ -21,13 +21,18 @@ def save_model_atomically(model, path):
 
 def write_json_atomically(path, record):
     """Writes `record` as JSON to `path` through a temporary file."""
+    write_text_atomically(path, json.dumps(record, indent=2, sort_keys=True))
+
+
+def write_text_atomically(path, text):
+    """Writes the string `text` to `path` through a temporary file."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     temporary = os.path.join(
         folder, f".tmp-{os.getpid()}-{os.path.basename(path)}")
     try:
         with open(temporary, "w") as file:
-            json.dump(record, file, indent=2, sort_keys=True)
+            file.write(text)
         os.replace(temporary, path)
     except BaseException:  # No temporary file is left behind.
         if os.path.lexists(temporary):

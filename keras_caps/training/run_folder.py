@@ -107,10 +107,6 @@ class RunFolder:
         self.progress.update(progress)
         self._write()
 
-    @property
-    def complete(self):
-        return bool(self.progress.get("complete"))
-
     def clear(self):
         """Deletes what a run writes here (`RUN_FILES`) and nothing else.
 
