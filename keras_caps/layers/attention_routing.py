@@ -154,9 +154,8 @@ class AttentionRouting(Router):
             kernel_initializer = (
                 keras.initializers.TruncatedNormal(stddev=0.1)
                 if value_form == "votes" else "glorot_uniform")
-        super().__init__(temperature=temperature, **kwargs)
-        self.num_capsules = num_capsules
-        self.capsule_dim = capsule_dim
+        super().__init__(num_capsules, capsule_dim, temperature=temperature,
+                         **kwargs)
         self.num_iterations = num_iterations
         self.num_heads = num_heads
         self.key_dim = key_dim
@@ -478,8 +477,6 @@ class AttentionRouting(Router):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "num_capsules": self.num_capsules,
-            "capsule_dim": self.capsule_dim,
             "num_iterations": self.num_iterations,
             "num_heads": self.num_heads,
             "key_dim": self.key_dim,

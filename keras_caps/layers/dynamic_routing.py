@@ -122,8 +122,6 @@ class DynamicRouting(Router):
                 "`keras_caps.layers.HybridRouting(attention=...)`. "
                 f"Received: attention={kwargs['attention']!r}")
         kwargs.pop("attention", None)
-        num_capsules = check_positive_int("num_capsules", num_capsules)
-        capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         num_iterations = check_positive_int("num_iterations", num_iterations)
         check_bool("stop_inner_gradients", stop_inner_gradients)
         check_bool("leaky", leaky)
@@ -133,9 +131,8 @@ class DynamicRouting(Router):
                 stddev=0.1)
         if bias_initializer is None:
             bias_initializer = keras.initializers.Constant(0.1)
-        super().__init__(temperature=temperature, **kwargs)
-        self.num_capsules = num_capsules
-        self.capsule_dim = capsule_dim
+        super().__init__(num_capsules, capsule_dim, temperature=temperature,
+                         **kwargs)
         self.num_iterations = num_iterations
         self.stop_inner_gradients = stop_inner_gradients
         self.leaky = leaky
@@ -285,8 +282,6 @@ class DynamicRouting(Router):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "num_capsules": self.num_capsules,
-            "capsule_dim": self.capsule_dim,
             "num_iterations": self.num_iterations,
             "stop_inner_gradients": self.stop_inner_gradients,
             "leaky": self.leaky,

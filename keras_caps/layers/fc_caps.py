@@ -8,7 +8,6 @@ from keras_caps.layers.router import Router
 from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_choice
-from keras_caps.validation import check_positive_int
 from keras_caps.validation import serialize_regularizers_and_constraints
 from keras_caps.validation import set_regularizers_and_constraints
 
@@ -93,12 +92,9 @@ class FCCaps(Router):
                  kernel_regularizer=None, prior_regularizer=None,
                  kernel_constraint=None, prior_constraint=None,
                  temperature=1.0, **kwargs):
-        num_capsules = check_positive_int("num_capsules", num_capsules)
-        capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         check_choice("agreement_scale", agreement_scale, AGREEMENT_SCALES)
-        super().__init__(temperature=temperature, **kwargs)
-        self.num_capsules = num_capsules
-        self.capsule_dim = capsule_dim
+        super().__init__(num_capsules, capsule_dim, temperature=temperature,
+                         **kwargs)
         self.agreement_scale = agreement_scale
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.prior_initializer = keras.initializers.get(prior_initializer)
@@ -189,8 +185,6 @@ class FCCaps(Router):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "num_capsules": self.num_capsules,
-            "capsule_dim": self.capsule_dim,
             "agreement_scale": self.agreement_scale,
             "kernel_initializer":
                 keras.initializers.serialize(self.kernel_initializer),

@@ -127,9 +127,8 @@ class InvertedAttentionRouting(Router):
             raise ValueError(
                 "Received an invalid value for `epsilon`, expected a "
                 f"positive number. Received: epsilon={epsilon!r}")
-        super().__init__(temperature=temperature, **kwargs)
-        self.num_capsules = num_capsules
-        self.capsule_dim = capsule_dim
+        super().__init__(num_capsules, capsule_dim, temperature=temperature,
+                         **kwargs)
         self.kernel_size = kernel_size
         self.strides = strides
         self.pose = pose
@@ -527,8 +526,6 @@ class InvertedAttentionRouting(Router):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "num_capsules": self.num_capsules,
-            "capsule_dim": self.capsule_dim,
             "kernel_size": self.kernel_size,
             "strides": self.strides,
             "pose": self.pose,

@@ -8,6 +8,7 @@ from keras import ops
 from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import check_choice
+from keras_caps.validation import check_positive_int
 from keras_caps.validation import check_temperature
 
 # "unified": `(batch, heads, children, parents)` for every router. "legacy":
@@ -60,9 +61,13 @@ class Router(keras.layers.Layer):
       `keep_passes`); use `self.tempered_softmax(logits, axis)`;
     - `compute_output_shape(input_shape)` and
       `compute_couplings_shape(input_shape)`;
-    - `get_config()` with its own arguments (the base adds `temperature`).
+    - `get_config()` with its own arguments (the base adds
+      `num_capsules`, `capsule_dim` and `temperature`).
 
     Args:
+        num_capsules: int. Number of parent capsules (per position for a
+            convolutional router).
+        capsule_dim: int. Dimension of each parent capsule.
         temperature: float. The routing temperature, above 0. Defaults to
             `1.0` (the router's paper). Values below `MIN_TEMPERATURE`
             route as `MIN_TEMPERATURE`.
@@ -102,11 +107,15 @@ class Router(keras.layers.Layer):
                 "implements `build_router(input_shape)` instead (the base "
                 "`build` calls it and then adds the temperature).")
 
-    def __init__(self, temperature=1.0, couplings_layout="unified",
-                 **kwargs):
+    def __init__(self, num_capsules, capsule_dim, temperature=1.0,
+                 couplings_layout="unified", **kwargs):
+        num_capsules = check_positive_int("num_capsules", num_capsules)
+        capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         check_choice("couplings_layout", couplings_layout, COUPLINGS_LAYOUTS)
         initial_temperature = check_temperature("temperature", temperature)
         super().__init__(**kwargs)
+        self.num_capsules = num_capsules
+        self.capsule_dim = capsule_dim
         self._initial_temperature = initial_temperature
         self._temperature = None
         self.couplings_layout = couplings_layout
@@ -274,7 +283,9 @@ class Router(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config["temperature"] = self.temperature
+        config.update({"num_capsules": self.num_capsules,
+                       "capsule_dim": self.capsule_dim,
+                       "temperature": self.temperature})
         if self.legacy_couplings_layout:
             config["couplings_layout"] = self.couplings_layout
         return config

@@ -118,9 +118,8 @@ class VectorRouting(Router):
         num_iterations = check_positive_int("num_iterations", num_iterations)
         check_bool("normalize", normalize)
         check_bool("memory_efficient", memory_efficient)
-        super().__init__(temperature=temperature, **kwargs)
-        self.num_capsules = num_capsules
-        self.capsule_dim = capsule_dim
+        super().__init__(num_capsules, capsule_dim, temperature=temperature,
+                         **kwargs)
         self.num_inputs = num_inputs
         self.num_iterations = num_iterations
         self.normalize = normalize
@@ -464,8 +463,6 @@ class VectorRouting(Router):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "num_capsules": self.num_capsules,
-            "capsule_dim": self.capsule_dim,
             "num_inputs": self.num_inputs,
             "num_iterations": self.num_iterations,
             "normalize": self.normalize,
