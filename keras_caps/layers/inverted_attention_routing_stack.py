@@ -65,7 +65,10 @@ class InvertedAttentionRoutingStack(keras.layers.Layer):
         training: bool. Whether dropout is active.
         return_couplings: bool. Also return, for each layer bottom to top,
             the couplings of its last routing pass in the `Router` layout
-            `(batch, 1, children, parents)`. Defaults to `False`.
+            `(batch, 1, children, parents)` (concurrently, the last sweep
+            updates only the top layer, so a lower layer's couplings are
+            those of the sweep before, the ones its outputs came from).
+            Defaults to `False`.
 
     Returns:
         The poses of the top layer, of its output shape; with

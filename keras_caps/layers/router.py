@@ -311,14 +311,20 @@ class Router(keras.layers.Layer):
     def set_weights(self, weights):
         """As `Layer.set_weights`; a list from before the temperature loads.
 
-        Such a list (a router that existed before the temperature, with
-        exactly the layer's other weights, of the same shapes, and no
-        sublayers) keeps the current temperature.
+        Such a list (of a router that existed before the temperature: every
+        weight of the layer and its sublayers but the temperature, in
+        order, of the same shapes) keeps the current temperature.
         """
-        before = self._weights_before_temperature()
-        if (before is not None and len(self.weights) == len(before) + 1
-                and _shapes_match(weights, before)):
-            weights = [*weights, ops.convert_to_numpy(self._temperature)]
+        if (self._weights_before_temperature() is not None
+                and len(weights) == len(self.weights) - 1):
+            index = [id(w) for w in self.weights].index(
+                id(self._temperature))
+            weights = list(weights)
+            completed = [*weights[:index],
+                         ops.convert_to_numpy(self._temperature),
+                         *weights[index:]]
+            if _shapes_match(completed, self.weights):
+                weights = completed
         super().set_weights(weights)
 
     def load_own_variables(self, store):

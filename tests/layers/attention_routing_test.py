@@ -3,6 +3,7 @@ import numpy as np
 from absl.testing import parameterized
 
 from keras_caps.layers import AttentionRouting
+from keras_caps.layers import Router
 from keras_caps.testing import TestCase
 from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import attention_routing_reference as reference
@@ -130,17 +131,34 @@ class AttentionRoutingTest(TestCase):
         layer.build(u.shape)
         weights = _hand_set_weights(layer, rng)
         _, plain = layer(u, return_couplings=True)
+        # (batch, heads, children, parents), summing to 1 over the
+        # normalization axis.
+        self.assertEqual(layer.normalization_axis, normalization)
+        self.assertEqual(tuple(plain.shape), (2, 2, 5, 3))
+        self.assertAllClose(np.sum(_numpy(plain), axis=axis), 1.0,
+                            atol=1e-6)
         layer.temperature = 1.0
         self.assertAllClose(layer(u, return_couplings=True)[1], plain)
         layer.temperature = 1e6
         size = 3 if axis == 3 else 5
         self.assertAllClose(layer(u, return_couplings=True)[1],
                             np.full(plain.shape, 1.0 / size), atol=1e-5)
+        # Below Router.MIN_TEMPERATURE the softmax divides by it: the
+        # couplings are the reference's at MIN_TEMPERATURE...
         layer.temperature = 1e-6
         _, sharp = layer(u, return_couplings=True)
-        expected = _reference(weights, u, layer)[1][-1]
-        one_hot = (expected == expected.max(axis=axis, keepdims=True))
-        self.assertAllClose(sharp, one_hot.astype("float64"), atol=1e-6)
+        expected = _reference(weights, u, layer,
+                              temperature=Router.MIN_TEMPERATURE)[1][-1]
+        self.assertAllClose(sharp, expected, atol=1e-5)
+        # ... which are the one-hot limit wherever the best entry leads by
+        # a logit gap well above MIN_TEMPERATURE: here most of them.
+        plain_expected = _reference(weights, u, layer)[1][-1]
+        one_hot = (plain_expected == plain_expected.max(axis=axis,
+                                                         keepdims=True))
+        clear = np.expand_dims(expected.max(axis=axis) > 1 - 1e-6, axis)
+        self.assertGreater(float(np.mean(clear)), 0.9)
+        self.assertAllClose(np.where(clear, _numpy(sharp), one_hot),
+                            one_hot.astype("float64"), atol=1e-6)
         layer.temperature = 0.5
         self.assertAllClose(layer(u, return_couplings=True)[1],
                             _reference(weights, u, layer,

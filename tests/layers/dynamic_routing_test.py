@@ -57,24 +57,6 @@ class DynamicRoutingTest(TestCase):
             expected_num_parameters=num_parameters,
         )
 
-    @parameterized.named_parameters(
-        ("bilinear", {"attention": "bilinear"}, 3, 3 * 5 * 3 * 4 + 3 * 4 + 1),
-        ("concat", {"attention": "concat", "attention_weight": 0.5,
-                    "leaky": True, "use_bias": True}, 5,
-         3 * 5 * 3 * 4 + 3 * 4 + 2 * 4 + 1 + 1),
-    )
-    def test_layer_with_attention(self, options, num_weights,
-                                  num_parameters):
-        self.run_layer_test(
-            DynamicRouting,
-            {"num_capsules": 3, "capsule_dim": 4, **options},
-            input_shape=(2, 5, 3),
-            expected_output_shape=(2, 3, 4),
-            expected_num_trainable_weights=num_weights,
-            expected_num_non_trainable_weights=1,
-            expected_num_parameters=num_parameters,
-        )
-
     def test_official_parameter_counts(self):
         layer = DynamicRouting(10, 16)
         layer.build((None, 1152, 8))
@@ -107,117 +89,10 @@ class DynamicRoutingTest(TestCase):
             leaky=leaky)
         outputs, couplings = layer(u, return_couplings=True)
         self.assertAllClose(outputs, expected, atol=1e-5, rtol=1e-4)
-        # The layer returns couplings as (batch, parents, children).
-        self.assertAllClose(couplings, expected_couplings.transpose(0, 2, 1),
+        # Reference (batch, children, parents) -> the Router layout
+        # (batch, 1, children, parents).
+        self.assertAllClose(couplings, expected_couplings[:, None],
                             atol=1e-5, rtol=1e-4)
-
-    @parameterized.product(
-        attention=("bilinear", "concat"), num_iterations=(1, 2, 3),
-        options=({}, {"leaky": True}, {"use_bias": True}),
-    )
-    def test_hybrid_matches_numpy_reference(self, attention, num_iterations,
-                                            options):
-        rng = np.random.default_rng(num_iterations)
-        u = rng.normal(size=(3, 5, 4)).astype("float32")
-        temperature = 0.5 if options else 1.0
-        layer = DynamicRouting(3, 2, num_iterations=num_iterations,
-                               attention=attention, temperature=temperature,
-                               **options)
-        layer.build(u.shape)
-        kernel, bias = _set_weights(layer, rng, u.shape,
-                                    options.get("use_bias", False))
-        if attention == "bilinear":
-            attention_kernel = rng.normal(size=(4, 2)).astype("float32")
-        else:
-            attention_kernel = rng.normal(size=(4,)).astype("float32")
-            attention_bias = np.float32(-0.3)
-            layer.attention_bias.assign(attention_bias)
-        layer.attention_kernel.assign(attention_kernel)
-        layer.attention_weight.assign(1.5)
-        reference_options = {
-            "bias": bias, "leaky": options.get("leaky", False),
-            "temperature": temperature, "attention": attention,
-            "attention_kernel": attention_kernel.astype("float64")}
-        if attention == "concat":
-            reference_options["attention_bias"] = float(attention_bias)
-        expected, expected_couplings = routing_reference.dynamic_routing(
-            u.astype("float64"), kernel, num_iterations,
-            attention_weight=1.5, **reference_options)
-        outputs, couplings = layer(u, return_couplings=True)
-        self.assertAllClose(outputs, expected, atol=1e-5, rtol=1e-4)
-        self.assertAllClose(couplings, expected_couplings.transpose(0, 2, 1),
-                            atol=1e-5, rtol=1e-4)
-        # Guards the test: the attention term moves the couplings.
-        _, plain_couplings = routing_reference.dynamic_routing(
-            u.astype("float64"), kernel, num_iterations,
-            **{**reference_options, "attention": None})
-        self.assertGreater(
-            np.max(np.abs(plain_couplings - expected_couplings)), 1e-2)
-
-    @parameterized.named_parameters(("bilinear", "bilinear"),
-                                    ("concat", "concat"))
-    def test_hybrid_attention_term_does_not_overflow_float16(self, attention):
-        # Large unsquashed children: the bilinear term, quadratic in them,
-        # would overflow float16 (and 0 * inf poison the couplings at
-        # lambda = 0); it is computed in float32.
-        u = np.random.default_rng(4).normal(
-            0.0, 300.0, (2, 32, 8)).astype("float32")
-        plain = DynamicRouting(10, 16, dtype="mixed_float16")
-        hybrid = DynamicRouting(10, 16, attention=attention,
-                                dtype="mixed_float16")
-        plain.build(u.shape)
-        hybrid.build(u.shape)
-        hybrid.kernel.assign(plain.kernel)
-        expected, expected_couplings = plain(u, return_couplings=True)
-        outputs, couplings = hybrid(u, return_couplings=True)
-        self.assertAllFinite(outputs, "outputs")
-        self.assertAllFinite(couplings, "couplings")
-        np.testing.assert_array_equal(_numpy(couplings),
-                                      _numpy(expected_couplings))
-        np.testing.assert_array_equal(_numpy(outputs), _numpy(expected))
-
-    @parameterized.named_parameters(("bilinear", "bilinear"),
-                                    ("concat", "concat"))
-    def test_hybrid_with_zero_weight_is_plain_routing(self, attention):
-        rng = np.random.default_rng(8)
-        u = rng.normal(size=(3, 5, 4)).astype("float32")
-        plain = DynamicRouting(3, 2, use_bias=True, leaky=True)
-        plain.build(u.shape)
-        kernel, bias = _set_weights(plain, rng, u.shape, use_bias=True)
-        hybrid = DynamicRouting(3, 2, use_bias=True, leaky=True,
-                                attention=attention,
-                                attention_initializer="random_normal")
-        hybrid.build(u.shape)
-        hybrid.kernel.assign(kernel.astype("float32"))
-        hybrid.bias.assign(bias.astype("float32"))
-        self.assertEqual(float(_numpy(hybrid.attention_weight)), 0.0)
-        expected, expected_couplings = plain(u, return_couplings=True)
-        outputs, couplings = hybrid(u, return_couplings=True)
-        np.testing.assert_array_equal(_numpy(outputs), _numpy(expected))
-        np.testing.assert_array_equal(_numpy(couplings),
-                                      _numpy(expected_couplings))
-        # lambda is learned: at 0 its gradient equals the NumPy one.
-        weights = hybrid.get_weights()
-        reference_options = {
-            "bias": bias, "leaky": True, "attention": attention,
-            "attention_kernel": weights[2].astype("float64")}
-        if attention == "concat":
-            reference_options["attention_bias"] = float(weights[3])
-        u64 = u.astype("float64")
-
-        def total(weight):
-            return routing_reference.dynamic_routing(
-                u64, kernel, 3, attention_weight=float(weight[0]),
-                **reference_options)[0].sum()
-
-        expected_gradient = routing_reference.numerical_gradient(
-            total, np.zeros(1))
-        _, gradients = value_and_gradients(hybrid, u)
-        index = 1 + [id(w) for w in hybrid.trainable_weights].index(
-            id(hybrid.attention_weight))
-        self.assertGreater(abs(expected_gradient[0]), 1e-3)
-        self.assertAllClose(gradients[index], expected_gradient[0],
-                            atol=1e-4, rtol=1e-3)
 
     def test_routing_changes_outputs(self):
         # Guards the reference test: with these weights each iteration
@@ -237,8 +112,10 @@ class DynamicRoutingTest(TestCase):
         layer = DynamicRouting(5, 2, leaky=leaky,
                                kernel_initializer="random_normal")
         _, couplings = layer(u, return_couplings=True)
-        self.assertEqual(tuple(couplings.shape), (4, 5, 7))
-        totals = _numpy(keras.ops.sum(couplings, axis=1))
+        # (batch, heads, children, parents), normalised over the parents.
+        self.assertEqual(layer.normalization_axis, "parents")
+        self.assertEqual(tuple(couplings.shape), (4, 1, 7, 5))
+        totals = _numpy(keras.ops.sum(couplings, axis=3))[:, 0]
         if leaky:
             self.assertTrue(np.all(totals < 1.0))
             self.assertTrue(np.all(totals > 0.0))
@@ -250,7 +127,8 @@ class DynamicRoutingTest(TestCase):
         u = np.random.default_rng(2).normal(size=(3, 6, 2)).astype("float32")
         layer = DynamicRouting(4, 3, num_iterations=1, leaky=leaky)
         _, couplings = layer(u, return_couplings=True)
-        self.assertAllClose(couplings, np.full((3, 4, 6), 1 / denominator),
+        self.assertAllClose(couplings,
+                            np.full((3, 1, 6, 4), 1 / denominator),
                             atol=1e-7)
 
     def test_stop_inner_gradients(self):
@@ -318,7 +196,7 @@ class DynamicRoutingTest(TestCase):
         outputs, couplings = DynamicRouting(4, 2)(inputs,
                                                   return_couplings=True)
         self.assertEqual(tuple(outputs.shape), (None, 4, 2))
-        self.assertEqual(tuple(couplings.shape), (None, 4, 6))
+        self.assertEqual(tuple(couplings.shape), (None, 1, 6, 4))
         model = keras.Model(inputs, outputs)
         data = np.random.default_rng(5).normal(size=(5, 6, 3))
         full = model.predict(data.astype("float32"), batch_size=5, verbose=0)
@@ -336,13 +214,6 @@ class DynamicRoutingTest(TestCase):
         ("leaky_string", {"leaky": "yes"}, TypeError, "leaky"),
         ("stop_int", {"stop_inner_gradients": 1}, TypeError,
          "stop_inner_gradients"),
-        ("unknown_attention", {"attention": "additive"}, ValueError,
-         "attention"),
-        ("attention_bool", {"attention": True}, ValueError, "attention"),
-        ("attention_weight_string", {"attention_weight": "1"}, TypeError,
-         "attention_weight"),
-        ("attention_weight_nan", {"attention_weight": float("nan")},
-         ValueError, "attention_weight"),
         ("temperature_zero", {"temperature": 0.0}, ValueError,
          "temperature"),
     )
@@ -350,6 +221,42 @@ class DynamicRoutingTest(TestCase):
         kwargs = {"num_capsules": 4, "capsule_dim": 4, **override}
         with self.assertRaisesRegex(error, f"`{name}`.*Received: {name}="):
             DynamicRouting(**kwargs)
+
+    @parameterized.named_parameters(("bilinear", "bilinear"),
+                                    ("concat", "concat"))
+    def test_attention_points_to_hybrid_routing(self, attention):
+        with self.assertRaisesRegex(
+                ValueError, "HybridRouting.*Received: attention="):
+            DynamicRouting(4, 4, attention=attention)
+
+    def test_legacy_couplings_layout(self):
+        # A config saved before the unified couplings (no
+        # `couplings_layout`) loads with the old (batch, parents, children)
+        # couplings, with a DeprecationWarning.
+        u = np.random.default_rng(7).normal(size=(3, 5, 4)).astype("float32")
+        layer = DynamicRouting(3, 2, leaky=True)
+        outputs, couplings = layer(u, return_couplings=True)
+        config = layer.get_config()
+        self.assertEqual(config.pop("couplings_layout"), "unified")
+        legacy = DynamicRouting.from_config(config)
+        self.assertEqual(legacy.couplings_layout, "legacy")
+        legacy.build(u.shape)
+        legacy.set_weights(layer.get_weights())
+        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
+            legacy_outputs, legacy_couplings = legacy(
+                u, return_couplings=True)
+        np.testing.assert_array_equal(_numpy(legacy_outputs),
+                                      _numpy(outputs))
+        # (batch, 1, children, parents) -> (batch, parents, children)
+        np.testing.assert_array_equal(
+            _numpy(legacy_couplings),
+            _numpy(couplings)[:, 0].transpose(0, 2, 1))
+        symbolic = legacy(keras.Input((5, 4)), return_couplings=True)
+        self.assertEqual(tuple(symbolic[1].shape), (None, 3, 5))
+        # The layout round trips; the trace keeps the unified layout.
+        self.assertEqual(legacy.get_config()["couplings_layout"], "legacy")
+        trace = legacy.routing_trace(u)
+        self.assertEqual(tuple(trace["couplings"][-1].shape), (3, 1, 5, 3))
 
     def test_bad_input_shapes(self):
         layer = DynamicRouting(3, 4)

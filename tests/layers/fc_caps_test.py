@@ -52,22 +52,53 @@ class FCCapsTest(TestCase):
             u.astype("float64"), kernel, prior, scale_dim)
         outputs, couplings = layer(u, return_couplings=True)
         self.assertAllClose(outputs, expected, atol=1e-5, rtol=1e-4)
-        self.assertAllClose(couplings, expected_couplings, atol=1e-5,
-                            rtol=1e-4)
+        # Reference (batch, parents, children) -> the Router layout
+        # (batch, 1, children, parents).
+        self.assertAllClose(couplings,
+                            expected_couplings.transpose(0, 2, 1)[:, None],
+                            atol=1e-5, rtol=1e-4)
 
     def test_couplings_sum_to_one_over_outputs(self):
         u = np.random.default_rng(1).normal(size=(4, 7, 3)).astype("float32")
         layer = FCCaps(5, 2, prior_initializer="random_normal")
         _, couplings = layer(u, return_couplings=True)
-        self.assertEqual(tuple(couplings.shape), (4, 5, 7))
-        self.assertAllClose(keras.ops.sum(couplings, axis=1),
-                            np.ones((4, 7)), atol=1e-6)
+        # (batch, heads, children, parents), normalised over the parents.
+        self.assertEqual(layer.normalization_axis, "parents")
+        self.assertEqual(tuple(couplings.shape), (4, 1, 7, 5))
+        self.assertAllClose(keras.ops.sum(couplings, axis=3),
+                            np.ones((4, 1, 7)), atol=1e-6)
 
     def test_symbolic_couplings(self):
         inputs = keras.Input((7, 3))
         outputs, couplings = FCCaps(5, 2)(inputs, return_couplings=True)
         self.assertEqual(tuple(outputs.shape), (None, 5, 2))
-        self.assertEqual(tuple(couplings.shape), (None, 5, 7))
+        self.assertEqual(tuple(couplings.shape), (None, 1, 7, 5))
+
+    def test_legacy_couplings_layout(self):
+        # A config saved before the unified couplings (no
+        # `couplings_layout`) loads with the old (batch, parents, children)
+        # couplings, with a DeprecationWarning.
+        u = np.random.default_rng(3).normal(size=(2, 7, 3)).astype("float32")
+        layer = FCCaps(5, 2, prior_initializer="random_normal")
+        outputs, couplings = layer(u, return_couplings=True)
+        config = layer.get_config()
+        self.assertEqual(config.pop("couplings_layout"), "unified")
+        legacy = FCCaps.from_config(config)
+        self.assertEqual(legacy.couplings_layout, "legacy")
+        legacy.build(u.shape)
+        legacy.set_weights(layer.get_weights())
+        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
+            legacy_outputs, legacy_couplings = legacy(
+                u, return_couplings=True)
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(legacy_outputs),
+            keras.ops.convert_to_numpy(outputs))
+        # (batch, 1, children, parents) -> (batch, parents, children)
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(legacy_couplings),
+            keras.ops.convert_to_numpy(couplings)[:, 0].transpose(0, 2, 1))
+        symbolic = legacy(keras.Input((7, 3)), return_couplings=True)
+        self.assertEqual(tuple(symbolic[1].shape), (None, 5, 7))
 
     def test_default_initializer_matches_official_layout(self):
         # Keras treats the 4-D kernel like a conv kernel: fan_in is

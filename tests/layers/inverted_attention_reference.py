@@ -164,22 +164,42 @@ class Layer:
         return parents, couplings
 
 
-def concurrent_routing(inputs, layers, num_iterations):
+def concurrent_routing(inputs, layers, num_iterations,
+                       return_couplings=False):
     """Routing across layers, concurrent (Procedure 1 of the paper):
-    every layer reads the previous pass's states."""
-    poses = [inputs]
-    for layer in layers:
-        poses.append(layer.step(poses[-1], None)[0])
+    every layer reads the previous pass's states.
+
+    With `return_couplings`, also returns, per layer, the list of its
+    couplings `(B, X, C, M)`, one per pass (`num_iterations` each).
+    """
+    poses, history = [inputs], [[] for _ in layers]
+    for index, layer in enumerate(layers):
+        new, couplings = layer.step(poses[-1], None)
+        poses.append(new)
+        history[index].append(couplings)
     for _ in range(num_iterations - 1):
-        poses = [inputs] + [layer.step(poses[index], poses[index + 1])[0]
-                            for index, layer in enumerate(layers)]
+        steps = [layer.step(poses[index], poses[index + 1])
+                 for index, layer in enumerate(layers)]
+        poses = [inputs] + [new for new, _ in steps]
+        for index, (_, couplings) in enumerate(steps):
+            history[index].append(couplings)
+    if return_couplings:
+        return poses[-1], history
     return poses[-1]
 
 
-def sequential_routing(inputs, layers, num_iterations):
+def sequential_routing(inputs, layers, num_iterations,
+                       return_couplings=False):
     """Routing across layers, sequential: each layer is routed fully
-    before the next."""
-    poses = inputs
+    before the next.
+
+    With `return_couplings`, also returns each layer's last couplings
+    `(B, X, C, M)`.
+    """
+    poses, last = inputs, []
     for layer in layers:
-        poses = layer.route(poses, num_iterations)[0]
+        poses, couplings = layer.route(poses, num_iterations)
+        last.append(couplings)
+    if return_couplings:
+        return poses, last
     return poses

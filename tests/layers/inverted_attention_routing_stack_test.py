@@ -86,6 +86,56 @@ class InvertedAttentionRoutingStackTest(TestCase):
         expected = procedure(poses.astype("float64"), layers, num_iterations)
         self.assertAllClose(stack(poses), expected, atol=1e-4, rtol=1e-4)
 
+    @parameterized.named_parameters(
+        ("concurrent_2", "concurrent", 2),
+        ("concurrent_3", "concurrent", 3),
+        ("sequential_3", "sequential", 3),
+        ("one_pass", "concurrent", 1),
+    )
+    def test_stack_couplings_match_numpy_reference(self, schedule,
+                                                   num_iterations):
+        rng = np.random.default_rng(20 + num_iterations)
+        poses = rng.normal(size=(2, 7, 6, 2, 4)).astype("float32")
+        stack = three_layer_stack(num_iterations=num_iterations,
+                                  schedule=schedule)
+        stack.build(poses.shape)
+        layers = [hand_set(layer, rng) for layer in stack.layers]
+        outputs, couplings = stack(poses, return_couplings=True)
+        if schedule == "concurrent":
+            expected, history = reference.concurrent_routing(
+                poses.astype("float64"), layers, num_iterations,
+                return_couplings=True)
+            # The last sweep updates only the top layer (the others'
+            # updates are unused): a lower layer's last pass is the one
+            # before.
+            last = [passes[-2 if index < len(layers) - 1 and
+                           num_iterations > 1 else -1]
+                    for index, passes in enumerate(history)]
+        else:
+            expected, last = reference.sequential_routing(
+                poses.astype("float64"), layers, num_iterations,
+                return_couplings=True)
+        self.assertAllClose(outputs, expected, atol=1e-4, rtol=1e-4)
+        self.assertLen(couplings, 3)
+        # 3x2 positions x 3x3 window x 2 types; 2x1 x 2x2 x 3; 2 x 2.
+        children = (3 * 2 * 3 * 3 * 2, 2 * 1 * 2 * 2 * 3, 2 * 2)
+        for index, (got, want) in enumerate(zip(couplings, last,
+                                                strict=True)):
+            parents = stack.layers[index].num_capsules
+            self.assertEqual(tuple(got.shape),
+                             (2, 1, children[index], parents))
+            # Reference (B, X, (p, q, n), M) -> the Router layout
+            # (B, 1, (X, p, q, n), M).
+            self.assertAllClose(got, want.reshape(2, 1, -1, parents),
+                                atol=1e-4, rtol=1e-4, msg=f"layer {index}")
+            self.assertAllClose(keras.ops.sum(got, axis=3),
+                                np.ones((2, 1, children[index])), atol=1e-5)
+        # Symbolic: the same shapes, with an unknown batch size.
+        _, symbolic = stack(keras.Input(poses.shape[1:]),
+                            return_couplings=True)
+        self.assertEqual([tuple(c.shape) for c in symbolic],
+                         [(None, *c.shape[1:]) for c in couplings])
+
     def test_stack_of_one_layer_equals_the_layer(self):
         poses = np.random.default_rng(4).normal(size=(2, 5, 4)).astype(
             "float32")

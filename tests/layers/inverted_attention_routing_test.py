@@ -68,9 +68,10 @@ class InvertedAttentionRoutingTest(TestCase):
                                                  num_iterations)
         outputs, couplings = layer(children, return_couplings=True)
         self.assertAllClose(outputs, expected, atol=1e-4, rtol=1e-4)
-        # (batch, parents, children), as DynamicRouting.
-        self.assertAllClose(couplings,
-                            expected_couplings[:, 0].transpose(0, 2, 1),
+        # Reference (B, X = 1, children, parents) is the Router layout
+        # (batch, heads = 1, children, parents).
+        self.assertEqual(tuple(couplings.shape), (3, 1, 5, 3))
+        self.assertAllClose(couplings, expected_couplings,
                             atol=1e-5, rtol=1e-4)
 
     @parameterized.named_parameters(
@@ -97,9 +98,11 @@ class InvertedAttentionRoutingTest(TestCase):
         self.assertEqual(tuple(outputs.shape),
                          (2, out_h, out_w, 2, capsule_dim))
         self.assertAllClose(outputs, expected, atol=1e-4, rtol=1e-4)
-        # Reference couplings (B, X, (p, q, n), M) -> (B, h', w', M, p, q, n).
-        expected_couplings = expected_couplings.reshape(
-            2, out_h, out_w, 3, 3, 3, 2).transpose(0, 1, 2, 6, 3, 4, 5)
+        # Reference (B, X, (p, q, n), M) -> the Router layout
+        # (B, 1, (h', w', p, q, n), M), children row-major.
+        expected_couplings = expected_couplings.reshape(2, 1, -1, 2)
+        self.assertEqual(tuple(couplings.shape),
+                         (2, 1, out_h * out_w * 3 * 3 * 3, 2))
         self.assertAllClose(couplings, expected_couplings, atol=1e-5,
                             rtol=1e-4)
 
@@ -134,9 +137,18 @@ class InvertedAttentionRoutingTest(TestCase):
         self.assertAllClose(first, expected_first, atol=1e-4, rtol=1e-4)
         # Same votes, a second pass against the first pass's parents.
         second = layer.route(votes, first)
-        expected_second, _ = ref.step(poses.astype("float64"),
-                                      to_numpy(first).astype("float64"))
+        expected_second, expected_couplings = ref.step(
+            poses.astype("float64"), to_numpy(first).astype("float64"))
         self.assertAllClose(second, expected_second, atol=1e-4, rtol=1e-4)
+        # A pass's couplings: reference (B, X, (p, q, n), M) -> the Router
+        # layout (B, 1, (X, p, q, n), M).
+        again, couplings = layer.route(votes, first, return_couplings=True)
+        self.assertAllClose(again, second)
+        self.assertAllClose(couplings,
+                            expected_couplings.reshape(2, 1, -1, 3),
+                            atol=1e-5, rtol=1e-4)
+        _, uniform = layer.route(votes, return_couplings=True)
+        self.assertAllClose(uniform, np.full(couplings.shape, 1 / 3))
         with self.assertRaisesRegex(
                 ValueError, "already built for inputs of shape .*Received: "
                 "input_shape="):
@@ -155,23 +167,70 @@ class InvertedAttentionRoutingTest(TestCase):
                                       kernel_initializer="random_normal")
         _, couplings = fc(rng.normal(size=(4, 7, 4)).astype("float32"),
                           return_couplings=True)
-        self.assertEqual(tuple(couplings.shape), (4, 5, 7))
-        self.assertAllClose(to_numpy(keras.ops.sum(couplings, axis=1)),
-                            np.ones((4, 7)), atol=1e-6)
+        # (batch, heads, children, parents), normalised over the parents.
+        self.assertEqual(fc.normalization_axis, "parents")
+        self.assertEqual(tuple(couplings.shape), (4, 1, 7, 5))
+        self.assertAllClose(to_numpy(keras.ops.sum(couplings, axis=3)),
+                            np.ones((4, 1, 7)), atol=1e-6)
         self.assertGreater(float(np.std(to_numpy(couplings))), 1e-3)
         conv = InvertedAttentionRouting(3, 4, kernel_size=2, strides=1)
         _, couplings = conv(rng.normal(size=(2, 4, 3, 2, 4)).astype(
             "float32"), return_couplings=True)
-        self.assertEqual(tuple(couplings.shape), (2, 3, 2, 3, 2, 2, 2))
+        # Children: 3 x 2 output positions x 2 x 2 window x 2 types.
+        self.assertEqual(tuple(couplings.shape), (2, 1, 3 * 2 * 2 * 2 * 2, 3))
         self.assertAllClose(to_numpy(keras.ops.sum(couplings, axis=3)),
-                            np.ones((2, 3, 2, 2, 2, 2)), atol=1e-6)
+                            np.ones((2, 1, 48)), atol=1e-6)
 
     def test_first_pass_is_uniform(self):
         layer = InvertedAttentionRouting(4, 4, kernel_size=2,
                                          num_iterations=1)
         _, couplings = layer(np.ones((2, 3, 3, 2, 4), dtype="float32"),
                              return_couplings=True)
-        self.assertAllClose(couplings, np.full((2, 2, 2, 4, 2, 2, 2), 0.25))
+        # (batch, 1, 2 x 2 positions x 2 x 2 window x 2 types, parents)
+        self.assertAllClose(couplings, np.full((2, 1, 32, 4), 0.25))
+
+    @parameterized.named_parameters(
+        ("fully_connected", {}, (2, 6, 4), (2, 3, 6)),
+        ("fully_connected_on_a_map", {}, (2, 2, 3, 2, 4), (2, 3, 12)),
+        ("convolutional", {"kernel_size": 2, "strides": 2},
+         (2, 5, 4, 2, 4), (2, 2, 2, 3, 2, 2, 2)),
+    )
+    def test_legacy_couplings_layout(self, kwargs, input_shape,
+                                     legacy_shape):
+        # A config saved before the unified couplings (no
+        # `couplings_layout`) loads with the old layouts: fully connected
+        # (batch, parents, children), convolutional (batch, H', W',
+        # parents, k, k, N); with a DeprecationWarning.
+        rng = np.random.default_rng(5)
+        poses = rng.normal(size=input_shape).astype("float32")
+        layer = InvertedAttentionRouting(3, 4, num_iterations=2, **kwargs)
+        layer.build(poses.shape)
+        hand_set(layer, rng)
+        outputs, couplings = layer(poses, return_couplings=True)
+        config = layer.get_config()
+        self.assertEqual(config.pop("couplings_layout"), "unified")
+        legacy = InvertedAttentionRouting.from_config(config)
+        self.assertEqual(legacy.couplings_layout, "legacy")
+        legacy.build(poses.shape)
+        legacy.set_weights(layer.get_weights())
+        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
+            legacy_outputs, legacy_couplings = legacy(
+                poses, return_couplings=True)
+        np.testing.assert_array_equal(to_numpy(legacy_outputs),
+                                      to_numpy(outputs))
+        legacy_couplings = to_numpy(legacy_couplings)
+        self.assertEqual(legacy_couplings.shape, legacy_shape)
+        if len(legacy_shape) == 3:
+            # (batch, parents, children) -> (batch, 1, children, parents)
+            unified = legacy_couplings.transpose(0, 2, 1)[:, None]
+        else:
+            # (b, H', W', J, k, k, N) -> (b, 1, (H', W', k, k, N), J)
+            unified = legacy_couplings.transpose(0, 1, 2, 4, 5, 6, 3).reshape(
+                2, 1, -1, 3)
+        np.testing.assert_array_equal(unified, to_numpy(couplings))
+        symbolic = legacy(keras.Input(input_shape[1:]),
+                          return_couplings=True)
+        self.assertEqual(tuple(symbolic[1].shape), (None,) + legacy_shape[1:])
 
     def test_layer_norm_as_specified(self):
         # LayerNorm over the flattened pose with the official epsilon 1e-5 and

@@ -17,6 +17,7 @@ from absl.testing import parameterized
 from keras_caps.layers import DynamicRouting
 from keras_caps.layers import FCCaps
 from keras_caps.layers import InvertedAttentionRouting
+from keras_caps.layers import Router
 from keras_caps.testing import TestCase
 from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import reference
@@ -38,8 +39,8 @@ ROUTERS = ("fc_caps", "dynamic_routing", "inverted_attention",
 class _Case:
     """A router with hand-set weights, its inputs and its NumPy reference.
 
-    `expected(temperature)` is `(outputs, couplings)`, the couplings in
-    the layer's layout.
+    `expected(temperature)` is `(outputs, couplings)`, the couplings
+    converted to the `Router` layout `(batch, 1, children, parents)`.
     """
 
     def __init__(self, router, **options):
@@ -55,7 +56,8 @@ class _Case:
             self.layer.prior.assign(prior)
             self._reference = lambda t: reference.fc_caps(
                 self.inputs.astype("float64"), kernel, prior, 5, t)
-            self._layout = lambda c: c  # (b, j, i) both
+            # (b, j, i) -> (b, 1, i, j)
+            self._layout = lambda c: c.transpose(0, 2, 1)[:, None]
         elif router == "dynamic_routing":
             self.inputs = rng.normal(size=(3, 5, 4)).astype("float32")
             self.layer = DynamicRouting(3, 2, num_iterations=2, **options)
@@ -65,8 +67,8 @@ class _Case:
             self._reference = lambda t: routing_reference.dynamic_routing(
                 self.inputs.astype("float64"), kernel.astype("float64"), 2,
                 temperature=t)
-            # (b, i, j) -> the layer's (b, j, i)
-            self._layout = lambda c: c.transpose(0, 2, 1)
+            # (b, i, j) -> (b, 1, i, j)
+            self._layout = lambda c: c[:, None]
         elif router == "inverted_attention":
             self.inputs = rng.normal(size=(3, 5, 4)).astype("float32")
             self.layer = InvertedAttentionRouting(
@@ -79,8 +81,8 @@ class _Case:
                 return layer_reference.route(self.inputs.astype("float64"), 2)
 
             self._reference = expected
-            # (b, x, i, j) -> the layer's (b, j, i)
-            self._layout = lambda c: c[:, 0].transpose(0, 2, 1)
+            # (b, x = 1, i, j) is the Router layout already.
+            self._layout = lambda c: c
         else:
             weights = random_weights(rng, NUM_INPUTS)
             self.inputs = rng.normal(
@@ -89,9 +91,11 @@ class _Case:
                      if router == "vector_routing_masked" else (None, None))
             self.call_kwargs = mask_kwargs(*masks)
             self.layer = make_layer(weights, NUM_INPUTS, **options)
+            # The outputs and the last E-step's shares R (the couplings).
             self._reference = lambda t: reference_outputs(
-                self.inputs, weights, 2, *masks, temperature=t)
-            self._layout = lambda c: c  # phi (b, i, j) both
+                self.inputs, weights, 2, *masks, temperature=t)[::2]
+            # R (b, i, j) -> (b, 1, i, j)
+            self._layout = lambda c: c[:, None]
 
     def expected(self, temperature):
         outputs, couplings = self._reference(temperature)
@@ -129,11 +133,23 @@ class RoutingTemperatureTest(TestCase):
         expected, expected_couplings = case.expected(np.inf)
         self.assertAllClose(couplings, expected_couplings, atol=1e-3)
         self.assertAllClose(outputs, expected, atol=1e-3, rtol=1e-3)
+        # Below Router.MIN_TEMPERATURE the softmax divides by it: the layer
+        # routes as the reference at MIN_TEMPERATURE...
         case.layer.temperature = 1e-5
         outputs, couplings = case.outputs()
-        expected, expected_couplings = case.expected(0.0)
+        expected, expected_couplings = case.expected(Router.MIN_TEMPERATURE)
         self.assertAllClose(couplings, expected_couplings, atol=1e-5)
         self.assertAllClose(outputs, expected, atol=1e-4, rtol=1e-4)
+        # ... which is the one-hot limit (the reference at temperature 0)
+        # for every child whose best parent leads by a logit gap well above
+        # MIN_TEMPERATURE: most children here. (The last pass's logits do
+        # not depend on the temperature: the first pass is uniform.)
+        _, limit_couplings = case.expected(0.0)
+        clear = expected_couplings.max(axis=-1, keepdims=True) > 1 - 1e-6
+        routed = expected_couplings.sum(axis=-1, keepdims=True) > 0.0
+        self.assertGreater(float(np.mean(clear[routed])), 0.75)
+        self.assertAllClose(np.where(clear, couplings, limit_couplings),
+                            limit_couplings, atol=1e-6)
 
     @parameterized.product(
         router=ROUTERS, policy=("mixed_float16", "mixed_bfloat16"))
@@ -181,7 +197,32 @@ class RoutingTemperatureTest(TestCase):
     @parameterized.product(router=ROUTERS)
     def test_weight_lists_without_the_temperature_load(self, router):
         # A weight list from before the temperature (one entry short, the
-        # temperature missing from the layer's own weights) still loads.
+        # temperature missing from the layer's own weights, which come
+        # before its sublayers': InvertedAttentionRouting's is
+        # [kernel, gamma, beta]) still loads.
+        self._check_weight_list_without_the_temperature(router)
+
+    @parameterized.product(router=ROUTERS)
+    def test_files_without_the_temperature_load(self, router):
+        # A file saved before the temperature holds the layer's own
+        # variables but the temperature (the last of them); sublayers keep
+        # their own entries.
+        case = _Case(router, temperature=2.0)
+        store = {}
+        case.layer.save_own_variables(store)
+        del store[str(len(store) - 1)]  # the temperature
+        fresh = _Case(router, temperature=2.0).layer
+        for variable in fresh.weights:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+        fresh.load_own_variables(store)
+        self.assertEqual(fresh.temperature, 2.0)
+        loaded = {}
+        fresh.save_own_variables(loaded)
+        self.assertLen(loaded, len(store) + 1)
+        for key, value in store.items():
+            self.assertAllClose(loaded[key], value)
+
+    def _check_weight_list_without_the_temperature(self, router):
         case = _Case(router, temperature=2.0)
         weights = case.layer.get_weights()
         index = [id(w) for w in case.layer.weights].index(

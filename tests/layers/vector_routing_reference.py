@@ -53,7 +53,8 @@ def vector_routing(x, weights, num_iterations, normalize=True,
 
     Returns:
         dict with `x_out` (n_out, d_out) and, for all n inputs (zero rows for
-        padding), `phi`, `D_use`, `D_ign` and `g` (n, n_out).
+        padding), `phi`, `D_use`, `D_ign`, `g` and the last E-step's shares
+        `R` (n, n_out).
     """
     x = np.asarray(x, dtype="float64")
     weights = {k: np.asarray(v, dtype="float64") for k, v in weights.items()}
@@ -129,7 +130,7 @@ def vector_routing(x, weights, num_iterations, normalize=True,
         return full
 
     return {"x_out": x_out, "phi": scatter(phi), "D_use": scatter(D_use),
-            "D_ign": scatter(D_ign), "g": scatter(g)}
+            "D_ign": scatter(D_ign), "g": scatter(g), "R": scatter(R)}
 
 
 def tempered_softmax(logits, allowed, temperature):

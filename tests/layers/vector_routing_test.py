@@ -1,6 +1,7 @@
 import itertools
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -132,7 +133,11 @@ def make_masks(rng, kind, batch=BATCH, num_inputs=NUM_INPUTS,
 
 def reference_outputs(x, weights, num_iterations, padding, routing,
                       normalize=True, temperature=1.0):
-    outputs, credits = [], []
+    """`(outputs, credit phi, last shares R)` of a batch, from the reference.
+
+    `phi` and `R` are `(batch, n, n_out)`.
+    """
+    outputs, credits, shares = [], [], []
     for b in range(len(x)):
         example_routing = routing
         if routing is not None and routing.ndim == 3:
@@ -144,7 +149,8 @@ def reference_outputs(x, weights, num_iterations, padding, routing,
             temperature=temperature)
         outputs.append(result["x_out"])
         credits.append(result["phi"])
-    return np.stack(outputs), np.stack(credits)
+        shares.append(result["R"])
+    return np.stack(outputs), np.stack(credits), np.stack(shares)
 
 
 def mask_kwargs(padding, routing):
@@ -238,7 +244,7 @@ class VectorRoutingTest(TestCase):
         padding, routing = make_masks(rng, masks)
         if padding is not None:
             x[~padding] = np.nan  # padding values must never leak
-        expected, expected_credit = reference_outputs(
+        expected, expected_credit, expected_shares = reference_outputs(
             x, weights, num_iterations, padding, routing)
         kwargs = mask_kwargs(padding, routing)
         results = {}
@@ -246,19 +252,23 @@ class VectorRoutingTest(TestCase):
             layer = make_layer(weights, num_inputs,
                                num_iterations=num_iterations,
                                memory_efficient=memory_efficient)
-            outputs, credit = layer(x, return_couplings=True,
-                                    **kwargs)
+            outputs, couplings, credit = layer(
+                x, return_couplings=True, return_credit=True, **kwargs)
             self.assertEqual(tuple(credit.shape),
                              (BATCH, NUM_INPUTS, NUM_OUTPUTS))
+            self.assertEqual(tuple(couplings.shape),
+                             (BATCH, 1, NUM_INPUTS, NUM_OUTPUTS))
             self.assertAllClose(outputs, expected, atol=5e-5, rtol=1e-4)
             self.assertAllClose(credit, expected_credit, atol=5e-5,
                                 rtol=1e-4)
-            results[memory_efficient] = (outputs, credit)
+            # Reference shares (batch, inputs, outputs) -> the Router
+            # layout (batch, 1, inputs, outputs).
+            self.assertAllClose(couplings, expected_shares[:, None],
+                                atol=5e-5, rtol=1e-4)
+            results[memory_efficient] = (outputs, couplings, credit)
         # Lazy (efficient) = eager to float32 precision.
-        self.assertAllClose(results[True][0], results[False][0], atol=1e-5,
-                            rtol=1e-5)
-        self.assertAllClose(results[True][1], results[False][1], atol=1e-5,
-                            rtol=1e-5)
+        for lazy, eager in zip(results[True], results[False], strict=True):
+            self.assertAllClose(lazy, eager, atol=1e-5, rtol=1e-5)
 
     @parameterized.named_parameters(("normalized", True),
                                     ("raw", False))
@@ -268,8 +278,8 @@ class VectorRoutingTest(TestCase):
         x = rng.normal(size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
         layer = make_layer(weights, None, normalize=normalize)
         outputs = keras.ops.convert_to_numpy(layer(x))
-        expected, _ = reference_outputs(x, weights, 2, None, None,
-                                        normalize=normalize)
+        expected, _, _ = reference_outputs(x, weights, 2, None, None,
+                                           normalize=normalize)
         self.assertAllClose(outputs, expected, atol=5e-5, rtol=1e-4)
         if normalize:
             self.assertAllClose(outputs.mean(-1), 0.0, atol=1e-5)
@@ -295,8 +305,7 @@ class VectorRoutingTest(TestCase):
             layer = make_layer({**weights, "beta_use": beta_use,
                                 "beta_ign": beta_ign}, NUM_INPUTS,
                                num_iterations=num_iterations)
-            _, phi = layer(x, routing_mask=routing,
-                           return_couplings=True)
+            _, phi = layer(x, routing_mask=routing, return_credit=True)
             return keras.ops.convert_to_numpy(phi).astype("float64")
 
         used = credit(ones, 0 * ones)
@@ -326,17 +335,23 @@ class VectorRoutingTest(TestCase):
         weights = random_weights(rng, None)
         x = rng.normal(size=(BATCH, 5, INPUT_DIM)).astype("float32")
         layer = make_layer(weights, None)
-        outputs, credit = layer(x, return_couplings=True)
+        outputs, couplings, credit = layer(x, return_couplings=True,
+                                           return_credit=True)
         padded = np.concatenate(
             [x, rng.normal(size=(BATCH, 2, INPUT_DIM)).astype("float32")], 1)
         mask = np.arange(NUM_INPUTS)[None].repeat(BATCH, 0) < 5
-        padded_outputs, padded_credit = layer(
-            padded, mask=mask, return_couplings=True)
+        padded_outputs, padded_couplings, padded_credit = layer(
+            padded, mask=mask, return_couplings=True, return_credit=True)
         self.assertAllClose(padded_outputs, outputs, atol=1e-5, rtol=1e-5)
         self.assertAllClose(keras.ops.convert_to_numpy(padded_credit)[:, :5],
                             credit, atol=1e-5, rtol=1e-5)
         self.assertAllClose(keras.ops.convert_to_numpy(padded_credit)[:, 5:],
                             0.0)
+        # The shares: (batch, 1, inputs, outputs), zero for the padding.
+        padded_couplings = keras.ops.convert_to_numpy(padded_couplings)
+        self.assertAllClose(padded_couplings[:, :, :5], couplings,
+                            atol=1e-5, rtol=1e-5)
+        self.assertAllClose(padded_couplings[:, :, 5:], 0.0)
 
     def test_causal_mask(self):
         # Output j may use inputs i <= j: the reference's tril(diagonal=-1)
@@ -346,11 +361,16 @@ class VectorRoutingTest(TestCase):
         x = rng.normal(size=(2, NUM_OUTPUTS, INPUT_DIM)).astype("float32")
         causal = np.triu(np.ones((NUM_OUTPUTS, NUM_OUTPUTS), bool))
         layer = make_layer(weights, NUM_OUTPUTS, num_iterations=3)
-        outputs, credit = layer(x, routing_mask=causal,
-                                return_couplings=True)
+        outputs, couplings, credit = layer(
+            x, routing_mask=causal, return_couplings=True, return_credit=True)
         credit = keras.ops.convert_to_numpy(credit)
         self.assertAllClose(credit[:, ~causal], 0.0)
-        expected, _ = reference_outputs(x, weights, 3, None, causal)
+        # Each input's shares: over its allowed outputs only.
+        couplings = keras.ops.convert_to_numpy(couplings)[:, 0]
+        self.assertAllClose(couplings[:, ~causal], 0.0)
+        self.assertAllClose(couplings.sum(-1), np.ones((2, NUM_OUTPUTS)),
+                            atol=1e-6)
+        expected, _, _ = reference_outputs(x, weights, 3, None, causal)
         self.assertAllClose(outputs, expected, atol=5e-5, rtol=1e-4)
 
     @parameterized.named_parameters(
@@ -372,12 +392,23 @@ class VectorRoutingTest(TestCase):
             outputs, gradients = value_and_gradients(layer, x, **kwargs)
             self.assertAllFinite(outputs, f"outputs under {policy}")
             self.assertAllFinite(gradients, f"gradients under {policy}")
-            _, credit = layer(x, return_couplings=True, **kwargs)
+            _, couplings, credit = layer(x, return_couplings=True,
+                                         return_credit=True, **kwargs)
             credit = np.asarray(keras.ops.convert_to_numpy(
                 keras.ops.cast(credit, "float32")))
             self.assertAllFinite(credit)
             self.assertAllClose(credit[:, [2, 4]], 0.0)
             self.assertAllClose(credit[0], 0.0)
+            # Shares: zero for inputs with no allowed output, a
+            # probability over the allowed outputs of the others.
+            couplings = np.asarray(keras.ops.convert_to_numpy(
+                keras.ops.cast(couplings, "float32")))[:, 0]
+            self.assertAllFinite(couplings)
+            self.assertAllClose(couplings[:, [2, 4]], 0.0)
+            self.assertAllClose(couplings[0], 0.0)
+            routed = padding & routing.any(axis=1)[None]
+            self.assertAllClose(couplings.sum(-1)[routed], 1.0, atol=1e-2)
+            self.assertAllClose(couplings.sum(-1)[~routed], 0.0)
             # A fully masked example gives zeros before normalisation.
             self.assertAllClose(keras.ops.cast(outputs[0], "float32"), 0.0)
 
@@ -401,48 +432,88 @@ class VectorRoutingTest(TestCase):
 
     def test_symbolic_variable_length_and_credit(self):
         inputs = keras.Input((None, INPUT_DIM))
-        outputs, credit = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM)(
-            inputs, return_couplings=True)
+        outputs, couplings, credit = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM)(
+            inputs, return_couplings=True, return_credit=True)
         self.assertEqual(tuple(outputs.shape), (None, NUM_OUTPUTS, OUTPUT_DIM))
+        self.assertEqual(tuple(couplings.shape),
+                         (None, 1, None, NUM_OUTPUTS))
         self.assertEqual(tuple(credit.shape), (None, None, NUM_OUTPUTS))
-        model = keras.Model(inputs, [outputs, credit])
+        model = keras.Model(inputs, [outputs, couplings, credit])
         for length in (3, 8):
             x = np.ones((2, length, INPUT_DIM), "float32")
             results = model(x)
             self.assertEqual(tuple(results[1].shape),
+                             (2, 1, length, NUM_OUTPUTS))
+            self.assertEqual(tuple(results[2].shape),
                              (2, length, NUM_OUTPUTS))
+
+    def test_couplings_and_credit_flags(self):
+        layer = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM)
+        x = np.random.default_rng(4).normal(
+            size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
+        outputs, couplings, credit = layer(x, return_couplings=True,
+                                           return_credit=True)
+        self.assertEqual(layer.normalization_axis, "parents")
+        self.assertEqual(tuple(couplings.shape),
+                         (BATCH, 1, NUM_INPUTS, NUM_OUTPUTS))
+        self.assertAllClose(keras.ops.sum(couplings, axis=3),
+                            np.ones((BATCH, 1, NUM_INPUTS)), atol=1e-6)
+        # phi is signed, the shares are not.
+        self.assertLess(float(np.min(keras.ops.convert_to_numpy(credit))),
+                        0.0)
+        self.assertGreaterEqual(
+            float(np.min(keras.ops.convert_to_numpy(couplings))), 0.0)
+        self.assertAllClose(layer(x), outputs)
+        only_couplings = layer(x, return_couplings=True)
+        only_credit = layer(x, return_credit=True)
+        self.assertLen(only_couplings, 2)
+        self.assertLen(only_credit, 2)
+        self.assertAllClose(only_couplings[1], couplings)
+        self.assertAllClose(only_credit[1], credit)
+        # The trace holds the shares, as the couplings output.
+        trace = layer.routing_trace(x)
+        self.assertAllClose(trace["couplings"][-1], couplings)
 
     def test_deprecated_credit_assignments_alias(self):
         layer = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM)
         x = np.random.default_rng(5).normal(
             size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
-        outputs, credit = layer(x, return_couplings=True)
+        outputs, couplings, credit = layer(x, return_couplings=True,
+                                           return_credit=True)
         for kwargs in ({"return_credit_assignments": True},
                        {"return_credit_assignments": True,
-                        "return_couplings": True}):
+                        "return_credit": True}):
             with pytest.warns(DeprecationWarning,
-                              match="return_credit_assignments"):
+                              match="pass `return_credit` instead"):
                 old_outputs, old_credit = layer(x, **kwargs)
             self.assertAllClose(old_outputs, outputs)
             self.assertAllClose(old_credit, credit)
+        with pytest.warns(DeprecationWarning,
+                          match="return_credit_assignments"):
+            results = layer(x, return_credit_assignments=True,
+                            return_couplings=True)
+        for got, expected in zip(results, (outputs, couplings, credit),
+                                 strict=True):
+            self.assertAllClose(got, expected)
         with pytest.warns(DeprecationWarning):
             only_outputs = layer(x, return_credit_assignments=False)
         self.assertAllClose(only_outputs, outputs)
         with pytest.warns(DeprecationWarning), self.assertRaisesRegex(
-                ValueError, "disagree.*Received: return_couplings=False, "
+                ValueError, "disagree.*Received: return_credit=False, "
                 "return_credit_assignments=True"):
-            layer(x, return_couplings=False, return_credit_assignments=True)
+            layer(x, return_credit=False, return_credit_assignments=True)
 
     def test_config_saved_with_the_deprecated_alias_loads(self):
         inputs = keras.Input((NUM_INPUTS, INPUT_DIM))
         outputs = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM, name="routing")(
-            inputs, return_couplings=True)
+            inputs, return_credit=True)
         model = keras.Model(inputs, outputs)
-        # A model saved before the rename stored the old call argument.
+        # A model saved with the deprecated alias stored it as the call
+        # argument instead of `return_credit`.
         config = json.dumps(model.get_config())
-        self.assertIn('"return_couplings": true', config)
+        self.assertIn('"return_credit": true', config)
         old_config = json.loads(config.replace(
-            '"return_couplings": true', '"return_credit_assignments": true'))
+            '"return_credit": true', '"return_credit_assignments": true'))
         with pytest.warns(DeprecationWarning,
                           match="return_credit_assignments"):
             restored = keras.Model.from_config(old_config)
@@ -450,6 +521,63 @@ class VectorRoutingTest(TestCase):
         x = np.random.default_rng(6).normal(
             size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
         with pytest.warns(DeprecationWarning):
+            actual = restored(x)
+        for got, expected in zip(actual, model(x), strict=True):
+            self.assertAllClose(got, expected)
+
+    def test_legacy_config_returns_credit_for_return_couplings(self):
+        # A layer saved before the unified couplings (its config has no
+        # `couplings_layout`): `return_couplings=True` returned the credit
+        # phi then, and still does, with a DeprecationWarning.
+        x = np.random.default_rng(8).normal(
+            size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
+        layer = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM, num_iterations=3)
+        outputs, credit = layer(x, return_credit=True)
+        config = layer.get_config()
+        self.assertEqual(config.pop("couplings_layout"), "unified")
+        legacy = VectorRouting.from_config(config)
+        self.assertEqual(legacy.couplings_layout, "legacy")
+        legacy.build(x.shape)
+        legacy.set_weights(layer.get_weights())
+        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
+            legacy_outputs, legacy_credit = legacy(x, return_couplings=True)
+        self.assertEqual(tuple(legacy_credit.shape),
+                         (BATCH, NUM_INPUTS, NUM_OUTPUTS))
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(legacy_outputs),
+            keras.ops.convert_to_numpy(outputs))
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(legacy_credit),
+            keras.ops.convert_to_numpy(credit))
+        # `return_credit` is the same under either layout, no warning.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _, new_credit = legacy(x, return_credit=True)
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(new_credit),
+            keras.ops.convert_to_numpy(credit))
+
+    def test_legacy_functional_config_keeps_the_credit_output(self):
+        # A functional model saved before the unified couplings: the layer
+        # config has no `couplings_layout` and the graph called it with
+        # `return_couplings=True` for phi `(batch, inputs, outputs)`.
+        inputs = keras.Input((None, INPUT_DIM))
+        outputs = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM, name="routing")(
+            inputs, return_credit=True)
+        model = keras.Model(inputs, outputs)
+        config = model.get_config()
+        (routing,) = [layer for layer in config["layers"]
+                      if layer["config"]["name"] == "routing"]
+        del routing["config"]["couplings_layout"]
+        old_config = json.loads(json.dumps(config).replace(
+            '"return_credit": true', '"return_couplings": true'))
+        restored = keras.Model.from_config(old_config)
+        self.assertEqual(tuple(restored.outputs[1].shape),
+                         (None, None, NUM_OUTPUTS))
+        restored.set_weights(model.get_weights())
+        x = np.random.default_rng(9).normal(
+            size=(BATCH, 6, INPUT_DIM)).astype("float32")
+        with pytest.warns(DeprecationWarning, match="old layout"):
             actual = restored(x)
         for got, expected in zip(actual, model(x), strict=True):
             self.assertAllClose(got, expected)
@@ -507,8 +635,8 @@ class VectorRoutingTest(TestCase):
         x = rng.normal(size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
         first = VectorRouting(NUM_OUTPUTS, 8)
         second = VectorRouting(3, 1, num_inputs=NUM_OUTPUTS, normalize=False)
-        hidden, phi_1 = first(x, return_couplings=True)
-        _, phi_2 = second(hidden, return_couplings=True)
+        hidden, phi_1 = first(x, return_credit=True)
+        _, phi_2 = second(hidden, return_credit=True)
         composed = compose_credit_assignments([phi_1, phi_2])
         self.assertEqual(tuple(composed.shape), (BATCH, NUM_INPUTS, 3))
         expected = reference.compose_credit_assignments(
