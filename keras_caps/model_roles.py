@@ -57,7 +57,7 @@ class poses `(batch, classes, dim)`, layer-normalised, not squashed."""
 
 CLASS_ROUTING = "class_routing"
 """The `VectorRouting` of `VectorRoutingCapsNet` and `VectorRoutingHead`,
-called with `return_couplings=True`: `(outputs, credit)`, outputs
+called with `return_credit=True`: `(outputs, credit)`, outputs
 `(batch, classes, 1)` (the logits) and credit `(batch, inputs, classes)`.
 """
 

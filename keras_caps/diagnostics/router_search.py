@@ -10,8 +10,10 @@ from keras_caps.layers.router import Router
 def find_routers(model, top_level_only=False):
     """The `Router` layers of `model`, in layer order, at any depth.
 
-    Walks `model.layers` and, inside them, every layer that holds a public
-    `layers` list (nested models, `InvertedAttentionRoutingStack`). The
+    Walks `model.layers` and, inside each, the layers it holds as
+    attributes or in lists and dicts (nested models,
+    `InvertedAttentionRoutingStack`, wrappers such as
+    `keras.layers.TimeDistributed`, a custom layer with a router). The
     routing temperature scheduler anneals these; the routing diagnostics
     read those that are nodes of the model's own graph
     (`top_level_only=True`), whose inputs the model can produce.
@@ -46,8 +48,16 @@ def _collect(layers, found, seen, recursive):
         seen.add(id(layer))
         if isinstance(layer, Router):
             found.append(layer)
-        children = getattr(layer, "layers", None)
-        if recursive and isinstance(children, (list, tuple)):
-            _collect([child for child in children
-                      if isinstance(child, keras.layers.Layer)],
-                     found, seen, recursive)
+        if recursive:
+            _collect(_sublayers(layer), found, seen, recursive)
+
+
+def _sublayers(layer):
+    """The layers `layer` holds: in attributes, lists, tuples and dicts."""
+    held = []
+    for value in vars(layer).values():
+        values = value.values() if isinstance(value, dict) else (
+            value if isinstance(value, (list, tuple)) else [value])
+        held.extend(item for item in values
+                    if isinstance(item, keras.layers.Layer))
+    return held

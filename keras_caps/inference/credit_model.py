@@ -58,12 +58,15 @@ def credit_model(model):
             f"{[layer.name for layer in model.layers]}")
     for routing in routings:
         outputs = routing.output
-        if not isinstance(outputs, (list, tuple)) or len(outputs) != 2:
+        # With `return_credit=True` the credit `(b, i, j)` is the last
+        # output; couplings alone (`return_couplings`) are 4-D.
+        if (not isinstance(outputs, (list, tuple)) or len(outputs) < 2
+                or len(outputs[-1].shape) != 3):
             raise ValueError(
                 "`credit_model` needs routings called with "
                 "`return_credit=True` (use the first output "
                 "downstream), as `VectorRoutingHead` builds them. Received: "
-                f"the routing {routing.name!r} returns only its outputs")
+                f"the routing {routing.name!r} returns no credit")
     # Walk back from the last routing while the input is a routing output.
     producers = {id(routing.output[0]): routing for routing in routings}
     chain = [routings[-1]]
@@ -74,6 +77,6 @@ def credit_model(model):
             break
         chain.insert(0, previous)
     credit = ops.compose_credit_assignments(
-        [routing.output[1] for routing in chain])
+        [routing.output[-1] for routing in chain])
     return keras.Model(model.input, (model.output, credit),
                        name=f"{model.name}_credit")

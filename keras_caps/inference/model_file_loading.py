@@ -8,6 +8,9 @@ import keras
 from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 
+# The name of `model_roles.CLASS_SCORE_LAYERS` before `model_roles`.
+SCORE_LAYER_NAMES = roles.CLASS_SCORE_LAYERS
+
 
 @keras_caps_export("keras_caps.inference.load_model_file")
 def load_model_file(path, argument_name="path", require_application=True):

@@ -121,7 +121,10 @@ class DynamicRouting(Router):
                 "of routing-by-agreement and attention is "
                 "`keras_caps.layers.HybridRouting(attention=...)`. "
                 f"Received: attention={kwargs['attention']!r}")
-        kwargs.pop("attention", None)
+        # A config saved before `HybridRouting` (also of a subclass) holds
+        # the hybrid's arguments with `attention=None`.
+        for name in HYBRID_ARGUMENTS:
+            kwargs.pop(name, None)
         num_iterations = check_positive_int("num_iterations", num_iterations)
         check_bool("stop_inner_gradients", stop_inner_gradients)
         check_bool("leaky", leaky)

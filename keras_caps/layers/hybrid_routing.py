@@ -78,7 +78,9 @@ class HybridRouting(DynamicRouting):
     - [Velickovic et al., 2018](https://arxiv.org/abs/1710.10903)
     """
 
+    # It never existed without the temperature nor with another layout.
     legacy_weights_without_temperature = False
+    legacy_couplings_layout = False
 
     def __init__(self, num_capsules, capsule_dim, attention="bilinear",
                  attention_weight=0.0,
@@ -195,6 +197,8 @@ class LegacyHybridRouting(HybridRouting):
     in the old form (`DynamicRouting` with `attention`), which loads as
     this class again. Build new layers with `HybridRouting`.
     """
+
+    legacy_couplings_layout = True
 
 
 LegacyHybridRouting.__name__ = "DynamicRouting"

@@ -54,7 +54,8 @@ class Router(keras.layers.Layer):
     A subclass implements:
 
     - `build_router(input_shape)`: its weights (the base `build` calls it,
-      then adds the temperature last);
+      then adds the temperature last; a subclass that overrides `build`
+      calls `super().build(input_shape)`);
     - `compute_routing(inputs, keep_passes=False)`: returns a
       `RoutingPasses` with the outputs and, per pass, the couplings and
       agreement in the layout above (only the last pass unless
@@ -70,7 +71,8 @@ class Router(keras.layers.Layer):
         capsule_dim: int. Dimension of each parent capsule.
         temperature: float. The routing temperature, above 0. Defaults to
             `1.0` (the router's paper). Values below `MIN_TEMPERATURE`
-            route as `MIN_TEMPERATURE`.
+            are kept (and reported by `temperature`) but route as
+            `MIN_TEMPERATURE`.
         couplings_layout: `"unified"` (the default) or `"legacy"`, the
             layout a router returned before this contract; set when a file
             saved before it loads. Deprecated; do not pass it.
@@ -98,14 +100,6 @@ class Router(keras.layers.Layer):
     #: Whether the router returned another couplings layout before the
     #: unified one (files saved then keep it); new routers leave it `False`.
     legacy_couplings_layout = False
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "build" in cls.__dict__:
-            raise TypeError(
-                f"`{cls.__name__}` defines `build`; a `Router` subclass "
-                "implements `build_router(input_shape)` instead (the base "
-                "`build` calls it and then adds the temperature).")
 
     def __init__(self, num_capsules, capsule_dim, temperature=1.0,
                  couplings_layout="unified", **kwargs):
@@ -296,7 +290,7 @@ class Router(keras.layers.Layer):
             # Saved before the unified couplings: keep the old layout, so a
             # saved graph that reads the couplings keeps its shapes.
             config = {**config, "couplings_layout": "legacy"}
-        return cls(**config)
+        return super().from_config(config)
 
     def _weights_before_temperature(self):
         """The own weights a file saved before the temperature held."""

@@ -31,9 +31,9 @@ def routing_layer_names(model):
 def routing_couplings(model, inputs, layer_name=None, position=None):
     """The coupling coefficients of a routing layer for one input.
 
-    Runs `model` up to the layer and calls the layer on what it receives
-    with `return_couplings=True`; nothing of the routing is recomputed
-    here.
+    Runs `model` up to the layer and asks the layer for the couplings of
+    its last routing pass (`routing_trace`) on what it receives; nothing
+    of the routing is recomputed here.
 
     Args:
         model: A `keras.Model` holding the routing layer.
@@ -61,7 +61,9 @@ def routing_couplings(model, inputs, layer_name=None, position=None):
             f"inputs.shape={inputs.shape}")
     children = keras.Model(_inputs.image_input(model), layer.input)(
         inputs, training=False)
-    _, couplings = layer(children, return_couplings=True)
+    # The trace's couplings are in the `Router` layout whatever the layer's
+    # `couplings_layout` (a file saved before it keeps the old one).
+    couplings = layer.routing_trace(children)["couplings"][-1]
     # (heads, children, parents): the heads' mean, parents down.
     couplings = np.mean(_inputs.to_numpy(couplings)[0].astype("float32"),
                         axis=0).T

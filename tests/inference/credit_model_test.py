@@ -119,5 +119,17 @@ class CreditModelTest(TestCase):
         outputs = VectorRouting(2, 1, name="plain")(inputs)
         with self.assertRaisesRegex(
                 ValueError, "return_credit=True.*Received: the "
-                "routing 'plain' returns only its outputs"):
+                "routing 'plain' returns no credit"):
             credit_model(keras.Model(inputs, outputs))
+        # Couplings (the shares) are not the credit.
+        outputs, _ = VectorRouting(2, 1, name="shares")(
+            inputs, return_couplings=True)
+        with self.assertRaisesRegex(
+                ValueError, "routing 'shares' returns no credit"):
+            credit_model(keras.Model(inputs, outputs))
+        # Both: the credit is the last output.
+        outputs, _, credit = VectorRouting(2, 1, name="both")(
+            inputs, return_couplings=True, return_credit=True)
+        model = keras.Model(inputs, outputs)
+        _, found = credit_model(model)(np.ones((1, 5, 4), "float32"))
+        self.assertEqual(tuple(found.shape), (1, 5, 2))

@@ -236,16 +236,23 @@ class HybridRoutingTest(TestCase):
         layer = HybridRouting(3, 2, attention="concat", attention_weight=0.4,
                               temperature=0.5)
         config = layer.get_config()
-        self.assertEqual(config["couplings_layout"], "unified")
+        # It never had another couplings layout: no layout to keep.
+        self.assertNotIn("couplings_layout", config)
         self.assertEqual(config["attention"], "concat")
         self.assertEqual(config["attention_weight"], 0.4)
-        for cls in (HybridRouting, DynamicRouting):
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                revived = cls.from_config(config)
-            self.assertIsInstance(revived, HybridRouting)
-            self.assertEqual(revived.get_config(), config)
-        self.assertIs(type(HybridRouting.from_config(config)), HybridRouting)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            revived = HybridRouting.from_config(config)
+        self.assertIs(type(revived), HybridRouting)
+        self.assertEqual(revived.get_config(), config)
+        # The old form (`DynamicRouting` with `attention`) keeps the old
+        # layout and saves in the old form again.
+        old_form = DynamicRouting.from_config(config)
+        self.assertIsInstance(old_form, HybridRouting)
+        self.assertEqual(old_form.couplings_layout, "legacy")
+        self.assertEqual(
+            DynamicRouting.from_config(old_form.get_config()).get_config(),
+            old_form.get_config())
 
     @parameterized.named_parameters(
         ("unknown_attention", {"attention": "additive"}, ValueError,
