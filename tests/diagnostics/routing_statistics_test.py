@@ -109,7 +109,8 @@ class RoutingDiagnosticsTest(TestCase):
                                model.get_layer("primary_caps").output)(images)
         layer = model.get_layer("digit_caps")
         _, couplings = layer(children, return_couplings=True)
-        couplings = np.asarray(couplings, dtype="float64")  # (b, 1, i, j)
+        couplings = keras.ops.convert_to_numpy(couplings).astype(
+            "float64")  # (b, 1, i, j)
         self.assertAllClose(found["digit_caps"]["entropy_per_head"],
                             _entropy_by_loops(couplings), atol=1e-6)
         # Every iteration's L_geo, from the votes of the trace.

@@ -54,7 +54,8 @@ class RouterCompatibilityTest(TestCase):
             if name in ("fc_caps", "dynamic", "inverted"):
                 with self.assertWarns(DeprecationWarning):
                     _, old = layer(inputs, return_couplings=True)
-                self.assertAllClose(shown, np.asarray(old)[0], atol=1e-6)
+                self.assertAllClose(
+                    shown, keras.ops.convert_to_numpy(old)[0], atol=1e-6)
 
     def test_subclass_overriding_build_and_old_config(self):
         layer = _OwnRouting(3, 4, attention=None, attention_weight=0.0,
