@@ -10,6 +10,7 @@ from keras_caps.layers import DynamicRouting
 from keras_caps.testing import TestCase
 from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import routing_reference
+from tests.layers.legacy_layout import legacy_twin
 from tests.layers.weight_options import check_regularizers_and_constraints
 
 # The DigitCaps of Sabour et al.'s MNIST CapsNet: 1152 x 8 -> 10 x 16,
@@ -235,22 +236,10 @@ class DynamicRoutingTest(TestCase):
         # couplings, with a DeprecationWarning.
         u = np.random.default_rng(7).normal(size=(3, 5, 4)).astype("float32")
         layer = DynamicRouting(3, 2, leaky=True)
-        outputs, couplings = layer(u, return_couplings=True)
-        config = layer.get_config()
-        self.assertEqual(config.pop("couplings_layout"), "unified")
-        legacy = DynamicRouting.from_config(config)
-        self.assertEqual(legacy.couplings_layout, "legacy")
-        legacy.build(u.shape)
-        legacy.set_weights(layer.get_weights())
-        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
-            legacy_outputs, legacy_couplings = legacy(
-                u, return_couplings=True)
-        np.testing.assert_array_equal(_numpy(legacy_outputs),
-                                      _numpy(outputs))
+        legacy, couplings, legacy_couplings = legacy_twin(self, layer, u)
         # (batch, 1, children, parents) -> (batch, parents, children)
-        np.testing.assert_array_equal(
-            _numpy(legacy_couplings),
-            _numpy(couplings)[:, 0].transpose(0, 2, 1))
+        np.testing.assert_array_equal(legacy_couplings,
+                                      couplings[:, 0].transpose(0, 2, 1))
         symbolic = legacy(keras.Input((5, 4)), return_couplings=True)
         self.assertEqual(tuple(symbolic[1].shape), (None, 3, 5))
         # The layout round trips; the trace keeps the unified layout.

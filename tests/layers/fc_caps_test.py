@@ -6,6 +6,7 @@ from keras_caps.layers import FCCaps
 from keras_caps.testing import TestCase
 from keras_caps.testing import value_and_gradients
 from tests.layers import reference
+from tests.layers.legacy_layout import legacy_twin
 from tests.layers.weight_options import check_regularizers_and_constraints
 
 
@@ -80,23 +81,10 @@ class FCCapsTest(TestCase):
         # couplings, with a DeprecationWarning.
         u = np.random.default_rng(3).normal(size=(2, 7, 3)).astype("float32")
         layer = FCCaps(5, 2, prior_initializer="random_normal")
-        outputs, couplings = layer(u, return_couplings=True)
-        config = layer.get_config()
-        self.assertEqual(config.pop("couplings_layout"), "unified")
-        legacy = FCCaps.from_config(config)
-        self.assertEqual(legacy.couplings_layout, "legacy")
-        legacy.build(u.shape)
-        legacy.set_weights(layer.get_weights())
-        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
-            legacy_outputs, legacy_couplings = legacy(
-                u, return_couplings=True)
-        np.testing.assert_array_equal(
-            keras.ops.convert_to_numpy(legacy_outputs),
-            keras.ops.convert_to_numpy(outputs))
+        legacy, couplings, legacy_couplings = legacy_twin(self, layer, u)
         # (batch, 1, children, parents) -> (batch, parents, children)
-        np.testing.assert_array_equal(
-            keras.ops.convert_to_numpy(legacy_couplings),
-            keras.ops.convert_to_numpy(couplings)[:, 0].transpose(0, 2, 1))
+        np.testing.assert_array_equal(legacy_couplings,
+                                      couplings[:, 0].transpose(0, 2, 1))
         symbolic = legacy(keras.Input((7, 3)), return_couplings=True)
         self.assertEqual(tuple(symbolic[1].shape), (None, 5, 7))
 

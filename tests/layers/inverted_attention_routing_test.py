@@ -8,6 +8,7 @@ from keras_caps.testing import TestCase
 from tests.layers import inverted_attention_reference as reference
 from tests.layers.inverted_attention_fixtures import hand_set
 from tests.layers.inverted_attention_fixtures import to_numpy
+from tests.layers.legacy_layout import legacy_twin
 from tests.layers.weight_options import check_regularizers_and_constraints
 
 
@@ -206,19 +207,7 @@ class InvertedAttentionRoutingTest(TestCase):
         layer = InvertedAttentionRouting(3, 4, num_iterations=2, **kwargs)
         layer.build(poses.shape)
         hand_set(layer, rng)
-        outputs, couplings = layer(poses, return_couplings=True)
-        config = layer.get_config()
-        self.assertEqual(config.pop("couplings_layout"), "unified")
-        legacy = InvertedAttentionRouting.from_config(config)
-        self.assertEqual(legacy.couplings_layout, "legacy")
-        legacy.build(poses.shape)
-        legacy.set_weights(layer.get_weights())
-        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
-            legacy_outputs, legacy_couplings = legacy(
-                poses, return_couplings=True)
-        np.testing.assert_array_equal(to_numpy(legacy_outputs),
-                                      to_numpy(outputs))
-        legacy_couplings = to_numpy(legacy_couplings)
+        legacy, couplings, legacy_couplings = legacy_twin(self, layer, poses)
         self.assertEqual(legacy_couplings.shape, legacy_shape)
         if len(legacy_shape) == 3:
             # (batch, parents, children) -> (batch, 1, children, parents)
@@ -227,7 +216,7 @@ class InvertedAttentionRoutingTest(TestCase):
             # (b, H', W', J, k, k, N) -> (b, 1, (H', W', k, k, N), J)
             unified = legacy_couplings.transpose(0, 1, 2, 4, 5, 6, 3).reshape(
                 2, 1, -1, 3)
-        np.testing.assert_array_equal(unified, to_numpy(couplings))
+        np.testing.assert_array_equal(unified, couplings)
         symbolic = legacy(keras.Input(input_shape[1:]),
                           return_couplings=True)
         self.assertEqual(tuple(symbolic[1].shape), (None,) + legacy_shape[1:])
