@@ -62,7 +62,10 @@ def main(argv=None):
 
     Returns the exit status: 0 on success, 2 for bad arguments or data
     (one line on stderr), 1 when the environment fails (a folder in use, a
-    full or read-only disk).
+    full or read-only disk), 130 after Ctrl-C (one line saying what was
+    kept: a subcommand that saves progress registers
+    `set_defaults(on_interrupt=describe)`, `describe(args)` returning that
+    line's text).
 
     Example:
 
@@ -74,6 +77,12 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except KeyboardInterrupt:
+        describe = getattr(args, "on_interrupt", None)
+        kept = describe(args) if describe else "nothing was saved."
+        print(f"keras-caps {args.command}: interrupted: {kept}",
+              file=sys.stderr)
+        return 130
     except (ValueError, FileNotFoundError) as error:
         print(f"keras-caps {args.command}: error: {error}", file=sys.stderr)
         return 2
