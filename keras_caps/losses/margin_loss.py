@@ -1,4 +1,5 @@
 import keras
+import numpy as np
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
@@ -25,6 +26,9 @@ def _compatible(left, right):
 
 def _dense_targets(y_true, y_pred):
     """`y_true` as dense targets of the shape and dtype of `y_pred`.
+
+    Returns the targets and, for traced class ids, a boolean mask of the
+    valid ids (None otherwise; concrete invalid ids raise a `ValueError`).
 
     Sparse labels are recognized by rank alone, never by value: a `y_true`
     of one rank less than `y_pred`, or with a last dimension of 1 where
@@ -54,7 +58,7 @@ def _dense_targets(y_true, y_pred):
                            "less")
         if not _compatible(true_shape, pred_shape):
             raise mismatch("dense targets must have the shape of `y_pred`")
-        return ops.cast(y_true, y_pred.dtype)
+        return ops.cast(y_true, y_pred.dtype), None
     if len(true_shape) == len(pred_shape):
         y_true = ops.squeeze(y_true, axis=-1)
     if not _compatible(true_shape, pred_shape[:-1]):
@@ -65,8 +69,70 @@ def _dense_targets(y_true, y_pred):
                        "the last dimension of `y_pred`")
     # `keras.losses.Loss` converts `y_true` to the loss dtype (float32)
     # before `call`; the class ids are exact in it up to 2**24.
+    valid = _valid_class_ids(y_true, num_classes)
     class_ids = ops.cast(y_true, "int32")
-    return ops.one_hot(class_ids, num_classes, dtype=y_pred.dtype)
+    targets = ops.one_hot(class_ids, num_classes, dtype=y_pred.dtype)
+    return targets, valid
+
+
+def _concrete_values(tensor):
+    """The values of `tensor` as a NumPy array, or None while tracing.
+
+    Inside `tf.function`, `jax.jit` or `torch.compile` the values are not
+    known, and a data-dependent Python error is impossible (JAX) or would
+    break the graph.
+    """
+    if isinstance(tensor, np.ndarray):
+        return tensor
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.executing_eagerly() or not hasattr(tensor, "numpy"):
+            return None
+        return tensor.numpy()
+    if backend == "jax":
+        import jax
+
+        if isinstance(tensor, jax.core.Tracer):
+            return None
+        return np.asarray(tensor)
+    if backend == "torch":
+        import torch
+
+        if torch.compiler.is_compiling():
+            return None
+        return tensor.detach().cpu().numpy()
+    return None
+
+
+def _valid_class_ids(class_ids, num_classes):
+    """Checks the class ids; a mask of the valid ones while tracing.
+
+    Concrete ids outside `[0, num_classes)` or not whole numbers raise a
+    `ValueError` and None is returned when all are valid; traced ids give a
+    boolean mask of shape `(batch,)` for `margin_loss` to turn the loss of
+    the other rows into NaN.
+    """
+    values = _concrete_values(class_ids)
+    if values is None:
+        in_range = ops.logical_and(ops.greater_equal(class_ids, 0),
+                                   ops.less(class_ids, num_classes))
+        whole = ops.equal(class_ids, ops.floor(class_ids))
+        return ops.logical_and(in_range, whole)
+    values = np.asarray(values)
+    bad = ~((values >= 0) & (values < num_classes)
+            & (values == np.floor(values)))
+    if bad.any():
+        first = values[bad].ravel()[0]
+        first = int(first) if float(first).is_integer() else float(first)
+        raise ValueError(
+            f"`y_true` of the margin loss holds integer class ids, which "
+            f"must be whole numbers in [0, {num_classes}) for "
+            f"{num_classes} classes (the last dimension of `y_pred`); "
+            f"{int(bad.sum())} of {values.size} are not. Received: "
+            f"y_true={first} at index {int(np.flatnonzero(bad)[0])}")
+    return None
 
 
 @keras_caps_export("keras_caps.losses.margin_loss")
@@ -88,8 +154,12 @@ def margin_loss(y_true, y_pred, positive_margin=0.9, negative_margin=0.1,
             are told apart by their shape only (rank one less than
             `y_pred`, or a last dimension of 1 while `y_pred` has more than
             one class), so one-hot targets with `batch == num_classes` stay
-            one-hot. Class ids outside `[0, num_classes)` give all-zero
-            targets (every class absent).
+            one-hot. Class ids must be whole numbers in
+            `[0, num_classes)`: other ids raise a `ValueError` when their
+            values are known (eager calls, NumPy inputs), and give a NaN
+            loss for their rows inside a traced function (`tf.function`,
+            `jax.jit`, a compiled `fit`), so that training visibly fails
+            instead of learning "no class" for them.
         y_pred: Capsule lengths `|v|` of shape `(batch, num_classes)`.
         positive_margin: float. `m_plus`. Defaults to `0.9`.
         negative_margin: float. `m_minus`. Defaults to `0.1`.
@@ -101,7 +171,8 @@ def margin_loss(y_true, y_pred, positive_margin=0.9, negative_margin=0.1,
 
     Raises:
         ValueError: if the shapes of `y_true` and `y_pred` match neither
-            form (checked on the static shapes).
+            form (checked on the static shapes), or if concrete class ids
+            lie outside `[0, num_classes)`.
 
     Example:
 
@@ -120,11 +191,14 @@ def margin_loss(y_true, y_pred, positive_margin=0.9, negative_margin=0.1,
     positive_margin, negative_margin, negative_weight = _check_margins(
         positive_margin, negative_margin, negative_weight)
     y_pred = ops.convert_to_tensor(y_pred)
-    y_true = _dense_targets(ops.convert_to_tensor(y_true), y_pred)
+    y_true, valid = _dense_targets(ops.convert_to_tensor(y_true), y_pred)
     present = ops.square(ops.relu(positive_margin - y_pred))
     absent = ops.square(ops.relu(y_pred - negative_margin))
     per_class = y_true * present + negative_weight * (1.0 - y_true) * absent
-    return ops.sum(per_class, axis=-1)
+    loss = ops.sum(per_class, axis=-1)
+    if valid is not None:
+        loss = ops.where(valid, loss, ops.full_like(loss, float("nan")))
+    return loss
 
 
 @keras_caps_export("keras_caps.losses.MarginLoss")
@@ -139,7 +213,9 @@ class MarginLoss(keras.losses.Loss):
     `y_true` may be one-hot or multi-hot targets of the shape of `y_pred`,
     or integer class ids of shape `(batch,)` or `(batch, 1)`, as
     `keras.losses.SparseCategoricalCrossentropy` takes them; see
-    `keras_caps.losses.margin_loss`.
+    `keras_caps.losses.margin_loss`. Class ids outside `[0, num_classes)`
+    raise a `ValueError` in eager calls and give NaN losses in a compiled
+    `fit` (the batch's mean loss turns NaN).
 
     Args:
         positive_margin: float. `m_plus`. Defaults to `0.9`.

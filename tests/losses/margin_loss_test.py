@@ -173,3 +173,72 @@ class SparseLabelsTest(TestCase):
             margin_loss(targets, self.lengths)
         with self.assertRaisesRegex(ValueError, pattern):
             MarginLoss()(targets, self.lengths)
+
+
+def _traced(function):
+    """`function` compiled by the backend, or None where it cannot be."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(function)
+    return None
+
+
+class ClassIdRangeTest(TestCase):
+    """Issue #27, defect 12: ids outside [0, num_classes) are refused."""
+
+    def setUp(self):
+        super().setUp()
+        rng = np.random.default_rng(2)
+        self.lengths = rng.uniform(size=(4, 10)).astype("float32")
+        self.good = np.array([3, 0, 9, 5])
+
+    @parameterized.named_parameters(
+        ("ten", 10, "10"),
+        ("minus_one", -1, "-1"),
+        ("fraction", 2.5, "2.5"),
+    )
+    def test_eager_ids_outside_the_classes_raise(self, bad, shown):
+        labels = self.good.astype("float32")
+        labels[2] = bad
+        pattern = (rf"`y_true`.*\[0, 10\).*Received: y_true={shown} at "
+                   r"index 2")
+        for ids in (labels, labels[:, None],
+                    keras.ops.convert_to_tensor(labels)):
+            with self.assertRaisesRegex(ValueError, pattern):
+                margin_loss(ids, self.lengths)
+            with self.assertRaisesRegex(ValueError, pattern):
+                MarginLoss()(ids, self.lengths)
+
+    def test_traced_ids_outside_the_classes_give_nan_rows(self):
+        traced = _traced(margin_loss)
+        if traced is None:
+            self.skipTest("no traced loss on this backend (eager raises)")
+        labels = np.array([3, 10, 9, -1], "int32")
+        loss = keras.ops.convert_to_numpy(traced(labels, self.lengths))
+        self.assertTrue(np.isnan(loss[[1, 3]]).all())
+        expected = numpy_margin_loss(np.eye(10)[self.good], self.lengths)
+        self.assertAllClose(loss[[0, 2]], expected[[0, 2]], rtol=1e-5)
+        self.assertAllClose(traced(self.good, self.lengths), expected,
+                            rtol=1e-5)
+
+    def test_compiled_fit_on_bad_ids_is_nan_or_refused(self):
+        inputs = keras.Input((10,))
+        outputs = keras.layers.Dense(10, activation="sigmoid")(inputs)
+        model = keras.Model(inputs, outputs)
+        model.compile(optimizer="sgd", loss=MarginLoss())
+        labels = np.array([3, 0, 10, 5])
+        if _traced(margin_loss) is None:
+            # Eager training (PyTorch): the ids are concrete.
+            with self.assertRaisesRegex(ValueError, "y_true=10"):
+                model.evaluate(self.lengths, labels, verbose=0)
+            return
+        loss = model.evaluate(self.lengths, labels, verbose=0)
+        self.assertTrue(np.isnan(loss))
+        self.assertTrue(np.isfinite(
+            model.evaluate(self.lengths, self.good, verbose=0)))
