@@ -2,7 +2,10 @@
 
 Each writes to a temporary name in the destination folder and renames it
 into place (`os.replace` is atomic on POSIX and Windows), so a process
-killed mid-write leaves either the old file or the new one.
+killed mid-write leaves either the old file or the new one. A write that
+fails (a full disk, a read-only folder) removes its temporary file and
+raises an `OSError` naming the destination (its `filename`), with the
+original `errno` and `strerror`.
 """
 
 import json
@@ -11,12 +14,7 @@ import os
 
 def save_model_atomically(model, path):
     """`model.save(path)` through a temporary file in the same folder."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    temporary = os.path.join(
-        folder, f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    model.save(temporary)
-    os.replace(temporary, path)
+    write_atomically(path, model.save)
 
 
 def write_json_atomically(path, record):
@@ -26,15 +24,47 @@ def write_json_atomically(path, record):
 
 def write_text_atomically(path, text):
     """Writes the string `text` to `path` through a temporary file."""
+
+    def write(temporary):
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.write(text)
+
+    write_atomically(path, write)
+
+
+def write_atomically(path, write):
+    """Calls `write(temporary)`, then renames `temporary` to `path`.
+
+    `temporary` is `.tmp-<pid>-<name of path>` in the folder of `path`
+    (created if needed), so it keeps the extension of `path`. On any
+    failure the temporary file is removed; an `OSError` is raised again
+    with `path` as its `filename` (and in its message).
+    """
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
     temporary = os.path.join(
         folder, f".tmp-{os.getpid()}-{os.path.basename(path)}")
     try:
-        with open(temporary, "w") as file:
-            file.write(text)
+        os.makedirs(folder, exist_ok=True)
+        write(temporary)
         os.replace(temporary, path)
-    except BaseException:  # No temporary file is left behind.
-        if os.path.lexists(temporary):
-            os.remove(temporary)
+    except BaseException as error:  # No temporary file is left behind.
+        _remove_quietly(temporary)
+        if isinstance(error, OSError):
+            raise _naming(error, path) from error
         raise
+
+
+def _remove_quietly(path):
+    try:
+        if os.path.lexists(path):
+            os.remove(path)
+    except OSError:  # The write's own error is the one to report.
+        pass
+
+
+def _naming(error, path):
+    """`error` as an `OSError` of the same kind whose filename is `path`."""
+    if error.errno is None:  # No errno to keep: say what failed in words.
+        return OSError(f"Could not write {path!r}: {error}")
+    # `OSError(errno, ...)` picks the subclass (`FileNotFoundError`, ...).
+    return OSError(error.errno, error.strerror or str(error), path)
