@@ -65,7 +65,9 @@ def _add_run_arguments(train):
     train.add_argument("--deterministic", action="store_true",
                        help="Enable TensorFlow op determinism.")
     train.add_argument("--backup-frequency", type=positive_int, default=500,
-                       help="Steps between crash-recovery backups.")
+                       help="Steps between crash-recovery backups within "
+                       "an epoch (one is also written at each epoch's "
+                       "end).")
     train.add_argument("--fresh", action="store_true",
                        help="Delete what an earlier run wrote in "
                        "--output-dir (its run.json, backup/, checkpoints/, "

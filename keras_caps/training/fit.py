@@ -6,8 +6,10 @@ One run writes, under its output folder (and owns only these names):
   rerun with other settings is refused, one with the same settings
   resumes, or finishes what is missing, or (once complete) does nothing;
 - `run.lock`: held while the run lives (see `RunLock`);
-- `backup/`: `BackupAndRestore` state, kept until every artifact below is
-  written; running the same command again after a crash resumes from it;
+- `backup/`: the crash-recovery backup (`ResumableBackup`), written at
+  each epoch's end and every `backup_frequency` steps, kept until every
+  artifact below is written; running the same command again after a crash
+  resumes from it at the step it records, without repeating a step;
 - `checkpoints/best.keras` (+ `.json`): the best model on the validation
   metric, written atomically;
 - `history.csv` and `logs/` (TensorBoard), with the learning rate and,
@@ -43,6 +45,7 @@ from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.best_checkpoint import BestCheckpoint
 from keras_caps.training.history_trim import HistoryTrim
 from keras_caps.training.model_recipe import MODELS
+from keras_caps.training.resumable_backup import ResumableBackup
 from keras_caps.training.run_folder import RunFolder
 from keras_caps.training.run_folder import check_output_folder
 from keras_caps.training.run_lock import RunLock
@@ -88,7 +91,8 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
         strategy: str. See `keras_caps.training.strategy.get_strategy`.
         data_dir: str. Folder with the raw dataset files; `None` uses
             `KERAS_CAPS_DATA_DIR` or TFDS.
-        backup_frequency: int. Steps between crash-recovery backups.
+        backup_frequency: int. Steps between crash-recovery backups
+            within an epoch (one is also written at each epoch's end).
         verbose: Keras `fit` verbosity.
         fresh: bool. Delete what an earlier run wrote in `output_dir` (only
             the files a run writes, see `RUN_FILES`) and train from scratch.
@@ -221,8 +225,7 @@ def _train_chief(network, splits, settings, run, distribution,
                      "missing.", output_dir)
     else:
         trained = _fit_and_select(network, splits, settings, output_dir,
-                                  backup_frequency, verbose,
-                                  keep_backup=True)
+                                  backup_frequency, verbose)
         save_model_atomically(network, model_path)
         run.update(trained=trained)
     if "test" not in progress:
@@ -258,8 +261,7 @@ def _train_worker(settings, data_dir, distribution, work_dir,
     """A non-chief worker: trains and tests in step with the chief."""
     network, splits = _build(settings, data_dir, distribution, download)
     record = {**settings.to_record(), **_fit_and_select(
-        network, splits, settings, work_dir, backup_frequency, verbose,
-        keep_backup=False)}
+        network, splits, settings, work_dir, backup_frequency, verbose)}
     record["test"] = _test(network, splits["test"])
     record.update(_environment(distribution))
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -336,32 +338,36 @@ def _check_batches(data, split, dataset, batch_size, steps_per_epoch=None):
 
 
 def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
-                    verbose, keep_backup):
+                    verbose):
     """Trains (or resumes) and reloads the best weights on validation.
 
-    Returns the record's entries about selection and time.
+    Returns the record's entries about selection, steps and time.
     """
     os.makedirs(work_dir, exist_ok=True)
     checkpoint = BestCheckpoint(
         os.path.join(work_dir, "checkpoints", "best.keras"))
+    backup = ResumableBackup(os.path.join(work_dir, "backup"),
+                             save_freq=backup_frequency)
     callbacks = _callbacks(
-        work_dir, checkpoint, backup_frequency,
+        work_dir, checkpoint, backup,
         MODELS[settings.model].learning_rate_schedule(settings.dataset),
-        keep_backup, _schedule_config(settings))
-    train = splits["train"]
-    train_batches = int(tf.data.experimental.cardinality(train))
-    if settings.steps_per_epoch is not None:
-        # Keras does not restart the data at each epoch under
-        # `steps_per_epoch`: without `repeat`, epochs after the data ran
-        # out would be cut short (with only a warning).
-        train = train.repeat()
+        _schedule_config(settings))
+    train_batches = int(tf.data.experimental.cardinality(splits["train"]))
+    steps_per_epoch = settings.steps_per_epoch or (
+        train_batches if train_batches > 0 else None)
+    epoch, done = backup.restore(network)
+    if steps_per_epoch is not None and done >= steps_per_epoch:
+        epoch, done = epoch + 1, 0
     start = time.time()
-    network.fit(train, validation_data=splits["validation"],
-                epochs=settings.epochs,
-                steps_per_epoch=settings.steps_per_epoch,
-                callbacks=callbacks, verbose=verbose,
-                shuffle=False)  # The pipeline shuffles each epoch.
+    if done:  # Only the steps of the interrupted epoch not yet done.
+        _fit_epochs(network, splits, settings, callbacks, verbose,
+                    (epoch, done), epoch + 1)
+        epoch, done = epoch + 1, 0
+    _fit_epochs(network, splits, settings, callbacks, verbose,
+                (epoch, 0), settings.epochs)
     train_seconds = time.time() - start
+    total_steps = int(keras.ops.convert_to_numpy(
+        network.optimizer.iterations))
     if os.path.exists(checkpoint.path):
         network.load_weights(checkpoint.path)  # The selected model.
     return {
@@ -370,11 +376,42 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         "monitor": checkpoint.monitor,
         "best_validation": checkpoint.best,
         # What ran: each epoch's steps (`None` when the data's length is
-        # unknown and no limit was set).
-        "train_steps_per_epoch": settings.steps_per_epoch or (
-            train_batches if train_batches > 0 else None),
+        # unknown and no limit was set), the steps this process ran (a
+        # resumed run: the rest), and the optimizer's steps in all.
+        "train_steps_per_epoch": steps_per_epoch,
+        "train_steps_this_run": backup.steps_this_run,
+        "train_steps_total": total_steps,
         "train_seconds_this_run": round(train_seconds, 1),
     }
+
+
+def _fit_epochs(network, splits, settings, callbacks, verbose, position,
+                epochs):
+    """`fit` from `position` (an epoch and its steps done) to `epochs`.
+
+    With steps done, the epoch runs only its remaining steps: the training
+    data skips the batches done, and `fit` runs that one epoch.
+    """
+    epoch, done = position
+    callbacks[-1].start(epoch, done)  # The backup (see `_callbacks`).
+    train = splits["train"]
+    steps = settings.steps_per_epoch
+    if steps is not None:
+        # Keras does not restart the data at each epoch under
+        # `steps_per_epoch`: without `repeat`, epochs after the data ran
+        # out would be cut short (with only a warning).
+        train = train.repeat()
+        steps -= done
+    # Where `fit` starts: read by `HistoryTrim` when training begins.
+    network._initial_epoch = epoch
+    try:
+        network.fit(train.skip(done) if done else train,
+                    validation_data=splits["validation"], epochs=epochs,
+                    initial_epoch=epoch, steps_per_epoch=steps,
+                    callbacks=callbacks, verbose=verbose,
+                    shuffle=False)  # The pipeline shuffles each epoch.
+    finally:
+        network._initial_epoch = None
 
 
 def _schedule_config(settings):
@@ -387,11 +424,13 @@ def _test(network, test_split):
     return {key: float(value) for key, value in metrics.items()}
 
 
-def _callbacks(work_dir, checkpoint, backup_frequency, schedule,
-               keep_backup, routing_temperature=None):
+def _callbacks(work_dir, checkpoint, backup, schedule,
+               routing_temperature=None):
     # The schedulers come first: they add each epoch's `learning_rate` and
     # `routing_temperature` to the logs that the CSV and TensorBoard logs
-    # then write.
+    # then write. The backup comes last: an epoch's backup is written once
+    # its validation, checkpoint and logs are, so a run resumed from it
+    # never lacks them.
     callbacks = [] if schedule is None else [
         keras.callbacks.LearningRateScheduler(schedule)]
     if routing_temperature is not None:
@@ -399,17 +438,13 @@ def _callbacks(work_dir, checkpoint, backup_frequency, schedule,
             ExponentialTemperatureDecay(**routing_temperature)))
     history_path = os.path.join(work_dir, "history.csv")
     return callbacks + [
-        # Kept after training when `keep_backup`: the chief deletes it once
-        # every artifact is written.
-        keras.callbacks.BackupAndRestore(
-            os.path.join(work_dir, "backup"), save_freq=backup_frequency,
-            double_checkpoint=True, delete_checkpoint=not keep_backup),
-        # After the restore (which sets the epoch to resume from), before
-        # the CSV log opens the file.
+        # Before the CSV log opens the file: drops the rows of the epochs
+        # trained again (from `network._initial_epoch`).
         HistoryTrim(history_path),
         checkpoint,
         keras.callbacks.CSVLogger(history_path, append=True),
         keras.callbacks.TensorBoard(os.path.join(work_dir, "logs")),
+        backup,
     ]
 
 

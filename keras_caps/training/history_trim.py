@@ -34,7 +34,8 @@ class HistoryTrim(keras.callbacks.Callback):
         self.path = path
 
     def on_train_begin(self, logs=None):
-        # `BackupAndRestore.on_train_begin` sets the epoch `fit` starts at.
+        # The epoch `fit` starts at: set by `BackupAndRestore`'s
+        # `on_train_begin`, or by the recipe before `fit`.
         first_epoch = getattr(self.model, "_initial_epoch", None) or 0
         trim_history(self.path, first_epoch)
 

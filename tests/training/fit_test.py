@@ -94,13 +94,15 @@ class TrainTest(TestCase):
         from keras_caps.callbacks import RoutingTemperatureScheduler
         from keras_caps.training.best_checkpoint import BestCheckpoint
         from keras_caps.training.fit import _callbacks
+        from keras_caps.training.resumable_backup import ResumableBackup
 
         folder = self.get_temp_dir()
         config = {"initial_temperature": 4.0, "decay_rate": 0.5,
                   "minimum_temperature": 0.5}
+        backup = ResumableBackup(os.path.join(folder, "backup"), 10)
         callbacks = _callbacks(
-            folder, BestCheckpoint(os.path.join(folder, "best.keras")), 10,
-            None, keep_backup=False, routing_temperature=config)
+            folder, BestCheckpoint(os.path.join(folder, "best.keras")),
+            backup, None, routing_temperature=config)
         kinds = [type(callback) for callback in callbacks]
         scheduler = callbacks[kinds.index(RoutingTemperatureScheduler)]
         self.assertEqual(scheduler.schedule(3), 4.0 * np.exp(-1.5))
@@ -110,8 +112,10 @@ class TrainTest(TestCase):
                         kinds.index(keras.callbacks.TensorBoard))
         self.assertNotIn(RoutingTemperatureScheduler,
                          [type(callback) for callback in _callbacks(
-                             folder, BestCheckpoint(folder + "/b.keras"), 10,
-                             None, keep_backup=False)])
+                             folder, BestCheckpoint(folder + "/b.keras"),
+                             backup, None)])
+        # The backup comes last: an epoch's backup follows its logs.
+        self.assertIs(callbacks[-1], backup)
         with self.assertRaisesRegex(ValueError,
                                     "`min_temperature`.*at most"):
             training.train(output_dir="unused", routing_temperature=0.5,
@@ -124,55 +128,6 @@ class TrainTest(TestCase):
             training.train(precision="float8", output_dir="unused")
         with self.assertRaisesRegex(ValueError, "Unknown `validation`"):
             training.train(validation="train", output_dir="unused")
-
-
-def _backup_state(path):
-    """The backup's metadata, or None while absent or being written."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def test_killed_run_resumes_without_repeating_epochs(tmp_path):
-    data_dir = _tiny_mnist(str(tmp_path / "mnist"), num_train=640)
-    output_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "keras_caps.cli", "train",
-               "--dataset", "mnist", "--data-dir", data_dir,
-               "--output-dir", str(output_dir), "--epochs", "3",
-               "--batch-size", "16", "--backup-frequency", "3"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    backup = output_dir / "backup" / "training_metadata.json"
-    deadline = time.time() + 300
-    try:
-        # Kill mid-epoch: once a backup inside the second or third epoch (a
-        # batch-level backup, batch > 0) exists.
-        while time.time() < deadline:
-            state = _backup_state(backup)
-            if state and state["epoch"] >= 1 and state["batch"] > 0:
-                break
-            if process.poll() is not None:
-                pytest.fail("training ended before it could be killed")
-            time.sleep(0.05)
-        else:
-            pytest.fail("no mid-epoch backup appeared within 5 minutes")
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    assert not (output_dir / "model.keras").exists()
-    finished = _history_epochs(output_dir)
-    assert finished in ([0], [0, 1]), finished
-
-    subprocess.run(command, env=env, check=True, timeout=600,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # Each epoch is logged once: finished epochs are not repeated.
-    assert _history_epochs(output_dir) == [0, 1, 2]
-    record = json.loads((output_dir / "metrics.json").read_text())
-    assert record["epochs"] == 3
-    assert (output_dir / "model.keras").exists()
-    assert not (output_dir / "backup").exists()
 
 
 def test_command_without_data_fails_fast(tmp_path, monkeypatch):

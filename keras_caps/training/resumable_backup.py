@@ -1,0 +1,166 @@
+"""Crash-recovery backups that resume a run at the step where it stopped.
+
+Keras 3's `BackupAndRestore` with an integer `save_freq` saves only every
+`save_freq` steps (never at an epoch's end), and restores only the epoch:
+a run killed after a short epoch retrains from scratch, and one resumed
+from a mid-epoch backup trains that epoch again in full from the mid-epoch
+weights (14 optimizer steps for a 10-step epoch). `ResumableBackup` saves
+at the end of every epoch too, records how many steps of the current epoch
+are done, and `restore` reports them so that the trainer runs only the
+remaining steps of that epoch (see `keras_caps.training.fit`).
+"""
+
+import json
+import logging
+import os
+
+import keras
+
+_WEIGHTS = "latest.weights.h5"
+_METADATA = "training_metadata.json"
+_PREVIOUS = ".bkp"  # Keras' suffix for the previous backup.
+
+
+class ResumableBackup(keras.callbacks.BackupAndRestore):
+    """`BackupAndRestore` that saves at each epoch's end and every
+    `save_freq` steps, and resumes mid-epoch without repeating steps.
+
+    The backup folder keeps Keras' layout (`latest.weights.h5`,
+    `training_metadata.json` and the previous pair as `.bkp`), so backups
+    written by `BackupAndRestore` still resume (at their epoch's start, as
+    Keras would). The metadata adds `steps_done_in_epoch` and the
+    optimizer's `iterations` at the save, which tells a torn pair (a kill
+    between the weights and the metadata) from a whole one: a torn latest
+    pair falls back to the previous one.
+
+    Call `restore(model)` before `fit` (it loads the weights and returns
+    where training stopped), then `start(epoch, steps_done)` before each
+    `fit`: the callback itself never loads anything in `on_train_begin`.
+
+    Args:
+        backup_dir: str. The backup folder.
+        save_freq: int. Steps between backups within an epoch.
+
+    The folder is kept when `fit` ends: its owner deletes it once the run
+    no longer needs it (a resume may take several `fit` calls).
+
+    Example:
+
+    ```python
+    backup = ResumableBackup("run/backup", save_freq=500)
+    epoch, done = backup.restore(model)
+    backup.start(epoch, done)
+    model.fit(data.skip(done), initial_epoch=epoch, epochs=epoch + 1,
+              callbacks=[backup])
+    ```
+    """
+
+    def __init__(self, backup_dir, save_freq):
+        super().__init__(backup_dir, save_freq=save_freq,
+                         double_checkpoint=True, delete_checkpoint=False)
+        self._epoch = 0
+        self._offset = 0  # Steps of the epoch done before this `fit`.
+        self._done = 0  # Steps of the current epoch done.
+        self._since_save = 0
+        self.steps_this_run = 0  # Training steps this process ran.
+
+    def restore(self, model):
+        """Loads the latest whole backup into `model`.
+
+        Returns:
+            `(epoch, steps_done)`: the epoch to resume and how many of its
+            steps are done (`(0, 0)` without a backup).
+        """
+        self.set_model(model)
+        if not any(os.path.exists(path) for path in (
+                self._weights_path, self._prev_weights_path)):
+            return 0, 0
+        # The latest pair, the previous one, and the previous weights with
+        # the latest metadata (a kill between the two renames of a save).
+        for weights, metadata in (
+                (self._weights_path, self._training_metadata_path),
+                (self._prev_weights_path,
+                 self._prev_training_metadata_path),
+                (self._prev_weights_path, self._training_metadata_path)):
+            position = self._load_pair(model, weights, metadata)
+            if position is not None:
+                logging.info("Resuming from the backup in %s: epoch %d, "
+                             "after %d of its steps.", self.backup_dir,
+                             position[0] + 1, position[1])
+                return position
+        raise ValueError(
+            f"The backup in {self.backup_dir!r} cannot be restored: "
+            "neither its latest nor its previous weights can be read, or "
+            "they do not match their metadata. Delete that folder to "
+            "restart training from the run's start (or pass `--fresh`).")
+
+    def _load_pair(self, model, weights, metadata):
+        """`(epoch, steps_done)` after loading a whole pair, else `None`."""
+        if not os.path.exists(weights) or not os.path.exists(metadata):
+            return None
+        try:
+            with open(metadata, encoding="utf-8") as file:
+                state = json.load(file)
+            if model.optimizer is not None and not model.optimizer.built:
+                model.optimizer.build(model.trainable_variables)
+            model.load_weights(weights)
+        except (OSError, ValueError) as error:
+            logging.warning("The backup %s is unreadable (%s).", weights,
+                            error)
+            return None
+        recorded = state.get("iterations")
+        if recorded is not None and recorded != _iterations(model):
+            logging.warning("The backup %s does not match %s (killed "
+                            "between the two writes).", weights, metadata)
+            return None
+        return int(state["epoch"]), int(state.get("steps_done_in_epoch", 0))
+
+    def start(self, epoch, steps_done):
+        """The next `fit` starts at step `steps_done` of `epoch`."""
+        self._epoch, self._offset, self._done = epoch, steps_done, steps_done
+        self._since_save = 0
+
+    def on_train_begin(self, logs=None):
+        pass  # `restore` loaded the backup before `fit`.
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._done = self._offset
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._batch_begin = batch
+
+    def on_train_batch_end(self, batch, logs=None):
+        steps = batch - getattr(self, "_batch_begin", batch) + 1
+        self.steps_this_run += steps
+        self._done = self._offset + batch + 1
+        self._since_save += steps
+        # The epoch's last step is saved by `on_epoch_end`, after the
+        # epoch's validation and logs.
+        steps_in_fit = (self.params or {}).get("steps")
+        last = batch + 1 == steps_in_fit
+        if self._since_save >= self.save_freq and not last:
+            self._save(self._epoch, self._done)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._offset = 0  # Only the first epoch of a `fit` is partial.
+        self._save(epoch + 1, 0)
+
+    def _save(self, epoch, steps_done):
+        self._since_save = 0
+        os.makedirs(self.backup_dir, exist_ok=True)
+        for latest, previous in (
+                (self._weights_path, self._prev_weights_path),
+                (self._training_metadata_path,
+                 self._prev_training_metadata_path)):
+            if os.path.exists(latest):
+                os.replace(latest, previous)
+        self.model.save_weights(self._weights_path, overwrite=True)
+        with open(self._training_metadata_path, "w",
+                  encoding="utf-8") as file:
+            json.dump({"epoch": epoch, "steps_done_in_epoch": steps_done,
+                       "iterations": _iterations(self.model)}, file)
+
+
+def _iterations(model):
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
