@@ -1,8 +1,10 @@
 """SavedModel export of the inference graph (image in, class scores out)."""
 
+import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 
@@ -16,6 +18,12 @@ from keras_caps.version import __version__
 
 MARKER = "keras_caps_export.json"
 """The file every export carries, naming what keras_caps wrote there."""
+
+# What TensorFlow's SavedModel writer puts in `variables/`: the only files
+# below the top level that an export written before the marker listed every
+# file (and its hash) is recognised with.
+_LEGACY_VARIABLES = re.compile(
+    r"variables\.index|variables\.data-\d{5}-of-\d{5}")
 
 INPUT_RANGES = ("pixels", "unit")
 """What the served signature takes: raw pixels in [0, 255], or [0, 1]."""
@@ -49,8 +57,9 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     absent, an empty folder, or (with `overwrite=True`) a previous export of
     keras_caps, recognised by the `keras_caps_export.json` file it holds
     (with the package version, the source model path, the input range and
-    the names of the
-    files written) and by holding nothing else. See `check_export_target`.
+    every file written, in every subfolder, with its size and SHA-256) and
+    by holding exactly those files, unchanged, and nothing else. See
+    `is_keras_caps_export` and `check_export_target`.
 
     Args:
         model: A model from an application builder (or its inference
@@ -106,13 +115,11 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     try:
         written = os.path.join(staging, "model")
         _write_saved_model(model, written, input_range)
-        files = sorted(os.listdir(written)) + [MARKER]
-        with open(os.path.join(written, MARKER), "w") as file:
-            json.dump({"keras_caps_version": __version__,
-                       "model_path": (None if model_path is None
-                                      else os.path.abspath(model_path)),
-                       "input_range": input_range,
-                       "files": sorted(files)}, file, indent=2)
+        _write_marker(written, {
+            "keras_caps_version": __version__,
+            "model_path": (None if model_path is None
+                           else os.path.abspath(model_path)),
+            "input_range": input_range})
         # Checked again: the folder may have changed during the export.
         check_export_target(path, overwrite=overwrite, model_path=model_path)
         if os.path.exists(path):
@@ -178,21 +185,130 @@ def _write_saved_model(model, path, input_range):
     archive.write_out(path, verbose=False)
 
 
+def _write_marker(folder, record):
+    """Writes `MARKER` in `folder`, listing every file and folder under it.
+
+    `files` (the top-level names) is what exports listed before `contents`
+    (each file's size and SHA-256, by its `/`-separated relative path) and
+    `folders` (every subfolder) were recorded; it is kept for readers of
+    the marker.
+    """
+    tree = _tree(folder)
+    if tree is None:  # TensorFlow wrote a link or a device file.
+        raise ValueError(f"The export in {folder!r} holds something other "
+                         "than files and folders.")
+    folders, files = tree
+    record = dict(record,
+                  files=sorted(set(os.listdir(folder)) | {MARKER}),
+                  folders=sorted(folders),
+                  contents={name: _fingerprint(path)
+                            for name, path in sorted(files.items())})
+    with open(os.path.join(folder, MARKER), "w", encoding="utf-8") as file:
+        json.dump(record, file, indent=2)
+
+
+def _tree(folder):
+    """`(folders, files)` under `folder`: the set of subfolders and a dict
+    of files, both by `/`-separated relative path; `None` if it holds a
+    link or anything but files and folders."""
+    folders, files = set(), {}
+    for root, subfolders, names in os.walk(folder):
+        relative = os.path.relpath(root, folder)
+        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+        for name in subfolders:
+            if os.path.islink(os.path.join(root, name)):
+                return None
+            folders.add(prefix + name)
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                return None
+            files[prefix + name] = path
+    return folders, files
+
+
+def _fingerprint(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return {"size": os.path.getsize(path), "sha256": digest.hexdigest()}
+
+
 def is_keras_caps_export(path):
     """Whether `path` is a folder holding an export of keras_caps only.
 
-    That is: it holds a readable `keras_caps_export.json` marker and nothing
-    but the files that marker lists (what the export wrote).
+    That is: it holds a readable `keras_caps_export.json` marker, and every
+    file and folder under it, at any depth, is one that marker lists, with
+    the size and SHA-256 it recorded (a file added, replaced or edited
+    anywhere makes the folder not an export of keras_caps, so that nothing
+    in it is ever deleted or replaced). Links are never ours.
+
+    An export written before the marker recorded every file (it lists only
+    the top-level names) is recognised when its top level holds only those
+    names and, below it, only what TensorFlow writes there: an empty
+    `assets/` and `variables/` holding `variables.index` and
+    `variables.data-*-of-*`. Its files' contents cannot be checked.
+
+    Example:
+
+    ```python
+    export_inference_model(model, "export")
+    is_keras_caps_export("export")  # True
+    open("export/assets/labels.txt", "w").close()
+    is_keras_caps_export("export")  # False: labels.txt is not ours.
+    ```
     """
     if os.path.islink(path) or not os.path.isdir(path):
         return False
     try:
-        with open(os.path.join(path, MARKER)) as file:
+        with open(os.path.join(path, MARKER), encoding="utf-8") as file:
             marker = json.load(file)
         written = set(marker["files"])
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return MARKER in written and set(os.listdir(path)) <= written
+    tree = _tree(path)
+    if tree is None or MARKER not in written:
+        return False
+    folders, files = tree
+    if "contents" in marker or "folders" in marker:
+        return _holds_only(marker, folders, files)
+    return (set(os.listdir(path)) <= written
+            and _is_legacy_layout(folders, files))
+
+
+def _holds_only(marker, folders, files):
+    """Whether `folders` and `files` are exactly what `marker` recorded."""
+    try:
+        contents = dict(marker["contents"])
+        recorded_folders = set(marker["folders"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    files = {name: path for name, path in files.items() if name != MARKER}
+    if folders != recorded_folders or set(files) != set(contents):
+        return False
+    try:  # The sizes first: cheap, and they catch most changes.
+        if any(os.path.getsize(path) != contents[name].get("size")
+               for name, path in files.items()):
+            return False
+        return all(_fingerprint(path) == contents[name]
+                   for name, path in files.items())
+    except (OSError, AttributeError):
+        return False
+
+
+def _is_legacy_layout(folders, files):
+    """Whether a tree holds, below its top level, only an empty `assets/`
+    and TensorFlow's `variables/` files (an export written before the
+    marker listed every file)."""
+    if not folders <= {"assets", "variables"}:
+        return False
+    for name in files:
+        folder, _, base = name.rpartition("/")
+        if folder and (folder != "variables"
+                       or not _LEGACY_VARIABLES.fullmatch(base)):
+            return False
+    return True
 
 
 def check_export_target(path, overwrite=False, model_path=None):
@@ -231,6 +347,6 @@ def check_export_target(path, overwrite=False, model_path=None):
                          "`--overwrite` (`overwrite=True`) to replace it.")
     raise ValueError(f"{prefix} the folder is not empty and is not an export "
                      "written by keras_caps (a previous export holds "
-                     f"`{MARKER}` and nothing else); keras_caps never "
-                     "deletes files it did not write. Choose a new or empty "
-                     "folder.")
+                     f"`{MARKER}` and, in every subfolder, only the files "
+                     "it lists, unchanged); keras_caps never deletes files "
+                     "it did not write. Choose a new or empty folder.")

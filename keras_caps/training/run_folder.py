@@ -110,18 +110,28 @@ class RunFolder:
     def clear(self):
         """Deletes what a run writes here (`RUN_FILES`) and nothing else.
 
-        `export/` is deleted only when it is an export of keras_caps.
+        `export/` must be absent, empty or an export of keras_caps holding
+        only what it wrote (see `is_keras_caps_export`); otherwise nothing
+        at all is deleted and a `ValueError` names it.
         """
         from keras_caps.export.saved_model import is_keras_caps_export
 
+        export = os.path.join(self.path, "export")
+        if (os.path.lexists(export) and not (
+                os.path.isdir(export) and not os.path.islink(export)
+                and (not os.listdir(export)
+                     or is_keras_caps_export(export)))):
+            raise ValueError(
+                f"Cannot start fresh in {self.path!r}: {export!r} is not an "
+                "export written by keras_caps (it holds files keras_caps "
+                "did not write, or changed ones), and keras_caps never "
+                "deletes files it did not write. Nothing was deleted. Move "
+                "your files out of it, or use another `--output-dir`.")
         removed = []
         for name in RUN_FILES:
             path = os.path.join(self.path, name)
             if not os.path.lexists(path):
                 continue
-            if (name == "export" and os.path.isdir(path)
-                    and os.listdir(path) and not is_keras_caps_export(path)):
-                continue  # Not ours: the export check refuses it later.
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
             else:

@@ -1,0 +1,127 @@
+"""An export is ours only if every file under it, in every subfolder, is one
+keras_caps wrote, unchanged: `export --overwrite` and `train --fresh` never
+delete a user's file inside an export's subfolders (#27, defect 2)."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from keras_caps import cli
+from keras_caps.applications import EfficientCapsNet
+from keras_caps.export import export_inference_model
+from keras_caps.export import is_keras_caps_export
+from keras_caps.export.saved_model import MARKER
+from keras_caps.training.run_folder import RunFolder
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """One export of a tiny model (and the model), shared by the tests."""
+    folder = tmp_path_factory.mktemp("exported")
+    model = EfficientCapsNet("mnist", reconstruction=False)
+    model.save(folder / "model.keras")
+    export_inference_model(model, str(folder / "export"))
+    return folder
+
+
+@pytest.fixture
+def export_copy(exported, tmp_path):
+    target = tmp_path / "export"
+    shutil.copytree(exported / "export", target)
+    return target
+
+
+def _contents(folder):
+    found = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as file:
+                found[os.path.relpath(path, folder)] = file.read()
+    return found
+
+
+def test_the_marker_lists_every_file_with_its_hash(export_copy):
+    marker = json.loads((export_copy / MARKER).read_text())
+    written = {name for name in _contents(export_copy) if name != MARKER}
+    assert set(marker["contents"]) == {
+        name.replace(os.sep, "/") for name in written}
+    assert "variables/variables.index" in marker["contents"]
+    assert set(marker["folders"]) >= {"variables", "assets"}
+    assert is_keras_caps_export(str(export_copy))
+
+
+@pytest.mark.parametrize("added", ["assets/labels.txt",
+                                   "variables/notes.txt",
+                                   "variables/mine/deep.txt"])
+def test_overwrite_keeps_a_user_file_in_a_subfolder(exported, export_copy,
+                                                    added, capsys):
+    (export_copy / added).parent.mkdir(parents=True, exist_ok=True)
+    (export_copy / added).write_text("keep me")
+    before = _contents(export_copy)
+    assert not is_keras_caps_export(str(export_copy))
+    assert cli.main(["export", "--model-path",
+                     str(exported / "model.keras"), "--export-dir",
+                     str(export_copy), "--overwrite"]) == 2
+    error = capsys.readouterr().err
+    assert "is not an export written by keras_caps" in error, error
+    assert _contents(export_copy) == before
+
+
+def test_a_replaced_file_makes_the_export_not_ours(export_copy):
+    index = export_copy / "variables" / "variables.index"
+    data = bytearray(index.read_bytes())
+    data[-1] ^= 0xFF  # Same size, other bytes.
+    index.write_bytes(bytes(data))
+    assert not is_keras_caps_export(str(export_copy))
+    (export_copy / "assets").rmdir()  # A folder missing: not ours either.
+    index.write_bytes(bytes(data[:-1]))
+    assert not is_keras_caps_export(str(export_copy))
+
+
+def test_an_export_of_an_earlier_version_is_recognised_only_unmodified(
+        export_copy):
+    """Earlier versions listed only the top-level names in the marker."""
+    marker = json.loads((export_copy / MARKER).read_text())
+    legacy = {key: marker[key] for key in
+              ("keras_caps_version", "model_path", "input_range", "files")}
+    (export_copy / MARKER).write_text(json.dumps(legacy, indent=2))
+    assert is_keras_caps_export(str(export_copy))
+    for added in ("assets/labels.txt", "variables/notes.txt",
+                  "variables/sub/variables.index"):
+        path = export_copy / added
+        made = not path.parent.exists()
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("keep me")
+        assert not is_keras_caps_export(str(export_copy)), added
+        path.unlink()
+        if made:
+            path.parent.rmdir()
+    assert is_keras_caps_export(str(export_copy))
+
+
+def test_train_fresh_keeps_a_user_file_in_the_runs_export(
+        exported, export_copy, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.move(export_copy, run / "export")
+    (run / "export" / "assets" / "labels.txt").write_text("keep me")
+    (run / "run.json").write_text(json.dumps(
+        {"settings": {"seed": 1}, "progress": {"trained": True}}))
+    before = _contents(run / "export")
+    # The run folder alone refuses to start fresh and deletes nothing.
+    with pytest.raises(ValueError, match="Nothing was deleted"):
+        RunFolder(str(run), {"seed": 2}).open(fresh=True)
+    assert _contents(run / "export") == before
+    assert json.loads((run / "run.json").read_text())["settings"] == {
+        "seed": 1}
+    # The command refuses before deleting or training anything.
+    assert cli.main(["train", "--output-dir", str(run), "--fresh",
+                     "--epochs", "1", "--steps-per-epoch", "1",
+                     "--no-reconstruction", "--data-dir",
+                     str(tmp_path / "no-data")]) == 2
+    error = capsys.readouterr().err
+    assert "is not an export written by keras_caps" in error, error
+    assert _contents(run / "export") == before
