@@ -7,6 +7,7 @@ import keras
 
 from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers import VectorRouting
 
 # The name of `model_roles.CLASS_SCORE_LAYERS` before `model_roles`.
 SCORE_LAYER_NAMES = roles.CLASS_SCORE_LAYERS
@@ -26,8 +27,10 @@ def load_model_file(path, argument_name="path", require_application=True):
     - a file that is not a `.keras` archive: truncated, or something else;
     - an archive holding classes that no imported package registered;
     - with `require_application=True`, a Keras model that was not built by
-      a keras_caps application builder (it has no `length` or `logits`
-      class-score layer).
+      a keras_caps application builder (see `check_application_model`: a
+      `Sequential`, or a model without an `image` input or whose
+      `length`, `logits` or `probabilities` class scores are not its
+      output).
 
     Args:
         path: str. The `.keras` file.
@@ -83,18 +86,65 @@ def load_model_file(path, argument_name="path", require_application=True):
 
 
 def check_application_model(model, argument_name="model", path=None):
-    """Raises unless `model` comes from a keras_caps application builder."""
-    names = ({layer.name for layer in model.layers}
-             if isinstance(model, keras.Model) else set())
-    if not names & set(roles.CLASS_SCORE_LAYERS):
-        where = f"{argument_name}={path!r}" if path else (
-            f"a {type(model).__name__} named {getattr(model, 'name', '?')!r}")
-        raise ValueError(
-            f"`{argument_name}` is not a model built by keras_caps: "
-            "expected a model from an application builder (such as "
-            "`EfficientCapsNet`) or `keras-caps train`, with a class-score "
-            f"layer named one of {list(roles.CLASS_SCORE_LAYERS)}. Received: "
-            f"{where}, with layers {sorted(names)[:8]}")
+    """Raises unless `model` comes from a keras_caps application builder.
+
+    A model of an application builder (or `keras-caps train`) is a
+    functional graph whose class scores, the one layer named in
+    `model_roles.CLASS_SCORE_LAYERS`, are an output of the model, and which
+    reads images from an input named `model_roles.IMAGE` (or, for
+    `VectorRoutingHead` on a user's backbone, computes the scores with a
+    keras_caps `VectorRouting` named `model_roles.CLASS_ROUTING`). A
+    `Sequential` or subclassed model, or one that merely has a layer named
+    like a class-score layer, is refused.
+    """
+    problem = _application_problem(model)
+    if problem is None:
+        return
+    names = ([layer.name for layer in model.layers]
+             if isinstance(model, keras.Model) else [])
+    where = f"{argument_name}={path!r}" if path else (
+        f"a {type(model).__name__} named {getattr(model, 'name', '?')!r}")
+    raise ValueError(
+        f"`{argument_name}` is not a model built by keras_caps: {problem}. "
+        "Expected a model from an application builder (such as "
+        "`EfficientCapsNet`) or `keras-caps train`: a functional model "
+        f"with an input named {roles.IMAGE!r} and, as its output, a "
+        f"class-score layer named one of {list(roles.CLASS_SCORE_LAYERS)}. "
+        f"Received: {where}, a {type(model).__name__} with layers "
+        f"{sorted(names)[:8]}")
+
+
+def _application_problem(model):
+    """What keeps `model` from being an application model, or None."""
+    if not isinstance(model, keras.Model):
+        return "it is not a Keras model"
+    if isinstance(model, keras.Sequential):
+        return "it is a Sequential model"
+    try:
+        inputs, outputs = list(model.inputs), keras.tree.flatten(
+            model.outputs)
+    except (AttributeError, TypeError, ValueError):
+        return "it is not a functional model (no input and output graph)"
+    names = [layer.name for layer in model.layers]
+    scores = [name for name in roles.CLASS_SCORE_LAYERS if name in names]
+    if len(scores) != 1:
+        return (f"it has {len(scores)} class-score layers "
+                f"{scores}, not one")
+    score_output = model.get_layer(scores[0]).output
+    if not any(output is score_output for output in outputs):
+        return f"its {scores[0]!r} layer is not an output of the model"
+    if any(_tensor_name(tensor) == roles.IMAGE for tensor in inputs):
+        return None
+    if roles.CLASS_ROUTING in names:
+        if isinstance(model.get_layer(roles.CLASS_ROUTING), VectorRouting):
+            return None
+    return f"it has no input named {roles.IMAGE!r}"
+
+
+def _tensor_name(tensor):
+    """The name of the layer that made the symbolic `tensor`."""
+    history = getattr(tensor, "_keras_history", None)
+    return history[0].name if history else getattr(tensor, "name", None)
 
 
 def _archive_problem(path):

@@ -97,8 +97,7 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
 def _load_model(model_path):
     from keras_caps.inference import load_model_file
 
-    return load_model_file(model_path, "--model-path",
-                           require_application=False)
+    return load_model_file(model_path, "--model-path")
 
 
 def _test_images(dataset, count, data_dir, options, download):
@@ -109,8 +108,13 @@ def _test_images(dataset, count, data_dir, options, download):
                             training=False, data_dir=data_dir,
                             reconstruction=False, download=download,
                             **options)
-    images, labels = next(iter(batches.take(1)))
-    images, labels = np.asarray(images), np.asarray(labels)
+    first = next(iter(batches.take(1)), None)
+    if first is None:
+        raise ValueError(
+            f"The {dataset!r} test split is empty: the figure needs "
+            f"{count} test image(s). Pass a `--data-dir` whose test split "
+            f"has images. Received: data_dir={data_dir!r}")
+    images, labels = np.asarray(first[0]), np.asarray(first[1])
     check_pixel_range(images, f"the {dataset!r} test images")
     if len(images) < count:
         raise ValueError(
