@@ -64,10 +64,12 @@ class TrainingSettings:
         dataset_options: dict or `None`. Extra loader options (e.g.
             MultiMNIST's `partners_per_digit`), over the model recipe's.
         routing_temperature: float or `None`. `tau_0` of the annealed
-            routing temperature; `None`: no annealing, unless
-            `temperature_decay` is set, which starts from 1.
+            routing temperature; `None`: the routers' own temperature, not
+            annealed (then `temperature_decay` and `min_temperature`,
+            which need `tau_0`, are refused).
         temperature_decay: float. The decay per training step, `lambda`
-            in `tau_t = max(tau_min, tau_0 exp(-lambda t))`.
+            in `tau_t = max(tau_min, tau_0 exp(-lambda t))`; refused when
+            the temperature starts at its floor (nothing to anneal).
         min_temperature: float or `None`. `tau_min` (`min(1, tau_0)`).
 
     Example:
@@ -124,23 +126,33 @@ class TrainingSettings:
         if self.routing_temperature is None and not (
                 self.temperature_decay) and self.min_temperature is None:
             return None
-        initial = 1.0
-        if self.routing_temperature is not None:
-            initial = check_temperature("routing_temperature",
-                                        self.routing_temperature)
+        if self.routing_temperature is None:
+            # Annealing from an implicit 1 down to a default floor of 1
+            # would silently keep the temperature at 1.
+            raise ValueError(
+                "`temperature_decay` and `min_temperature` anneal the "
+                "routing temperature from `routing_temperature` (tau_0, "
+                "`--routing-temperature`), which is not set. Set it (e.g. "
+                "routing_temperature=4.0), or drop them. Received: "
+                f"temperature_decay={self.temperature_decay!r}, "
+                f"min_temperature={self.min_temperature!r}")
+        initial = check_temperature("routing_temperature",
+                                    self.routing_temperature)
         minimum = self.min_temperature
         if minimum is None:
             minimum = min(1.0, initial)
-        # The schedule checks the values; errors name these fields.
-        try:
-            return ExponentialTemperatureDecay(initial,
-                                               self.temperature_decay,
-                                               minimum)
-        except (TypeError, ValueError) as error:
-            message = str(error)
-            for schedule_name, field_name in _SCHEDULE_ARGUMENTS:
-                message = message.replace(schedule_name, field_name)
-            raise type(error)(message) from None
+        schedule = _schedule(initial, self.temperature_decay, minimum)
+        if schedule.decay_rate and (schedule.minimum_temperature
+                                    == schedule.initial_temperature):
+            raise ValueError(
+                "`temperature_decay` has no effect: the temperature starts "
+                f"at its floor ({initial!r}; `min_temperature` defaults to "
+                "min(1, routing_temperature)). Set a lower "
+                "`min_temperature` or a higher `routing_temperature`. "
+                f"Received: routing_temperature={self.routing_temperature!r}"
+                f", temperature_decay={self.temperature_decay!r}, "
+                f"min_temperature={self.min_temperature!r}")
+        return schedule
 
     def resolve(self):
         """These settings with every default taken from the model preset.
@@ -222,6 +234,17 @@ class TrainingSettings:
         fields["validation"] = _validation_of(record["protocol"])
         fields.update(_temperature_fields(record.get("routing_temperature")))
         return cls(**fields)
+
+
+def _schedule(initial, decay_rate, minimum):
+    """The schedule, whose errors name the settings' fields."""
+    try:
+        return ExponentialTemperatureDecay(initial, decay_rate, minimum)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        for schedule_name, field_name in _SCHEDULE_ARGUMENTS:
+            message = message.replace(schedule_name, field_name)
+        raise type(error)(message) from None
 
 
 def _check_seed(seed):

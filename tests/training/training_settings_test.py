@@ -41,9 +41,10 @@ def test_resolve_takes_the_presets_defaults():
     assert resolved.reconstruction is True
     assert resolved.dataset_options == {"augmentation": "shift"}
     assert "routing_temperature" not in resolved.to_record()
-    annealed = TrainingSettings(temperature_decay=0.1).resolve()
+    annealed = TrainingSettings(routing_temperature=2.0,
+                                temperature_decay=0.1).resolve()
     assert annealed.to_record()["routing_temperature"] == {
-        "initial_temperature": 1.0, "decay_rate": 0.1,
+        "initial_temperature": 2.0, "decay_rate": 0.1,
         "minimum_temperature": 1.0}
     assert TrainingSettings.from_record(annealed.to_record()) == annealed
 
@@ -65,6 +66,17 @@ def test_resolve_takes_the_presets_defaults():
     ({"temperature_decay": -1.0}, ValueError, "`temperature_decay`"),
     ({"routing_temperature": 2.0, "min_temperature": 3.0}, ValueError,
      "`min_temperature`, expected at most `routing_temperature`"),
+    # A schedule that would keep the temperature where it is (1, the
+    # default floor) is refused, not recorded as an annealing.
+    ({"temperature_decay": 0.1}, ValueError,
+     "`routing_temperature`.*which is not set"),
+    ({"min_temperature": 0.5}, ValueError,
+     "`routing_temperature`.*which is not set"),
+    ({"routing_temperature": 1.0, "temperature_decay": 0.1}, ValueError,
+     "`temperature_decay` has no effect"),
+    ({"routing_temperature": 0.5, "temperature_decay": 0.1,
+      "min_temperature": 0.5}, ValueError,
+     "`temperature_decay` has no effect"),
 ])
 def test_bad_fields_are_clear_errors(fields, error, message):
     with pytest.raises(error, match=message):
@@ -103,3 +115,15 @@ def test_train_routes_its_keyword_arguments_through_the_settings(tmp_path):
                        "TrainingSettings"):
         training.train(output_dir=output_dir, settings={"seed": 1})
     assert not os.path.exists(output_dir)  # Refused before anything.
+
+
+def test_a_decay_without_its_start_is_refused_before_anything(tmp_path,
+                                                              capsys):
+    from keras_caps import cli
+
+    output_dir = tmp_path / "run"
+    assert cli.main(["train", "--output-dir", str(output_dir),
+                     "--temperature-decay", "0.01"]) == 2
+    error = capsys.readouterr().err
+    assert "--routing-temperature" in error and "not set" in error
+    assert not output_dir.exists()
