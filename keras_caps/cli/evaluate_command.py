@@ -2,7 +2,6 @@
 on clean and, optionally, corrupted test data."""
 
 import json
-import os
 import sys
 
 from keras_caps.cli.argument_types import positive_int
@@ -10,6 +9,12 @@ from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import dataset_options
 from keras_caps.cli.shared_arguments import requested_corruptions
+from keras_caps.training.output_files import WRITTEN_BY
+from keras_caps.training.output_files import check_output_path
+
+EVALUATE_MARK = "keras-caps evaluate"
+"""The `written_by` mark of the `--output` file: only such a file is
+replaced by a later `keras-caps evaluate --output`."""
 
 
 def add_evaluate_command(commands):
@@ -33,7 +38,10 @@ def add_evaluate_command(commands):
     add_data_arguments(evaluate)
     evaluate.add_argument("--seed", type=int, default=42)
     evaluate.add_argument("--output", default=None,
-                          help="Also write the metrics to this JSON file.")
+                          help="Also write the metrics to this JSON file "
+                          "(a new file, or one an earlier `keras-caps "
+                          "evaluate --output` wrote; any other file is "
+                          "never replaced).")
     add_corruption_arguments(evaluate)
     evaluate.set_defaults(handler=run_evaluate)
 
@@ -55,6 +63,8 @@ def run_evaluate(args):
             args.model_path, args.dataset, corruptions=corruptions,
             data_dir=args.data_dir, seed=args.corruption_seed,
             dataset_options=options, download=args.download)
+    if args.output:  # The mark that lets a later evaluate replace it.
+        record[WRITTEN_BY] = EVALUATE_MARK
     # Printed first: a failed write below does not lose the metrics.
     print(json.dumps(record, indent=2, sort_keys=True))
     if args.output:
@@ -64,7 +74,7 @@ def run_evaluate(args):
 
 def _check_evaluate_arguments(args, corruptions):
     if args.output:
-        check_output_file(args.output, "--output")
+        check_output_path(args.output, EVALUATE_MARK, "--output")
     if corruptions:
         from keras_caps.evaluation.robustness import check_corruptions
 
@@ -100,31 +110,12 @@ def _write_output(path, record):
     from keras_caps.training.atomic_files import write_json_atomically
 
     try:
+        # Checked again: the file may have appeared during the evaluation.
+        check_output_path(path, EVALUATE_MARK, "--output")
         write_json_atomically(path, record)
-    except OSError as error:
+    except (OSError, ValueError) as error:
         print(f"keras-caps evaluate: error: could not write "
               f"`--output` {path!r} ({error}); the metrics "
               "are printed above.", file=sys.stderr)
         return 1
     return 0
-
-
-def check_output_file(path, argument_name):
-    """Raises a `ValueError` unless a file can be written at `path`.
-
-    Example:
-
-    ```python
-    check_output_file("metrics.json", "--output")  # A writable folder.
-    ```
-    """
-    if os.path.isdir(path):
-        raise ValueError(f"`{argument_name}` is a folder; expected a file "
-                         f"path. Received: {argument_name}={path!r}")
-    folder = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(folder):  # The nearest existing folder above.
-        folder = os.path.dirname(folder)
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(
-            f"`{argument_name}` cannot be written: {folder!r} is not a "
-            f"writable folder. Received: {argument_name}={path!r}")

@@ -49,7 +49,9 @@ def _add_figure_arguments(plot):
                       help="routing: a routing layer to draw (repeatable). "
                       "Defaults to all.")
     plot.add_argument("--output", default=None,
-                      help="The PNG file. Defaults to <kind>.png.")
+                      help="The PNG file. Defaults to <kind>.png. An "
+                      "existing file is replaced only if an earlier "
+                      "`keras-caps plot` wrote it.")
     plot.add_argument("--dpi", type=positive_int, default=100)
 
 

@@ -10,6 +10,9 @@ from keras_caps.visualization import _figures
 
 PLOT_KINDS = ("reconstructions", "perturbation", "routing", "credit",
               "curves")
+PLOT_MARK = "keras-caps plot"
+"""The `written_by` text entry of the PNG files `plot_to_file` writes: only
+such a file is replaced by a later plot."""
 
 
 @keras_caps_export("keras_caps.visualization.plot_to_file")
@@ -31,7 +34,11 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
 
     Args:
         kind: str. One of `PLOT_KINDS`.
-        output: str. The PNG file to write (folders are created).
+        output: str. The PNG file to write (folders are created): a new
+            file, or a PNG an earlier `plot_to_file` (`keras-caps plot`)
+            wrote, which it replaces. Any other file, and a training run's
+            or a comparison's own files, are refused (`ValueError`) before
+            anything is drawn. The file is written atomically.
         model_path: str. A `.keras` model. Needed for all kinds but
             `"curves"`.
         log_path: str. The CSV log, for `"curves"`.
@@ -56,6 +63,10 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
         raise ValueError(
             f"Unknown plot `kind`. Expected one of {list(PLOT_KINDS)}. "
             f"Received: kind={kind!r}")
+    from keras_caps.training.output_files import check_output_path
+
+    # Before the (slow) drawing: `output` is new or an earlier plot's.
+    check_output_path(output, PLOT_MARK, "output")
     _figures.require_matplotlib()
     from keras_caps import visualization
 
@@ -87,11 +98,20 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
         else:
             figure = visualization.plot_credit_overlays(
                 model, images, class_index=class_index)
-    folder = os.path.dirname(output)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    figure.savefig(output, dpi=dpi, format="png")
+    _write_figure(figure, output, dpi)
     return output
+
+
+def _write_figure(figure, output, dpi):
+    """Saves `figure` as a PNG marked as plot's own, atomically."""
+    from keras_caps.training.atomic_files import write_atomically
+    from keras_caps.training.output_files import WRITTEN_BY
+    from keras_caps.training.output_files import check_output_path
+
+    # Checked again: the file may have appeared while the figure was drawn.
+    check_output_path(output, PLOT_MARK, "output")
+    write_atomically(output, lambda temporary: figure.savefig(
+        temporary, dpi=dpi, format="png", metadata={WRITTEN_BY: PLOT_MARK}))
 
 
 def _load_model(model_path):
