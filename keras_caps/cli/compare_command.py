@@ -37,7 +37,7 @@ def add_compare_command(commands):
     compare.add_argument("--output-dir", default=None,
                          help="Defaults to runs/compare_<dataset>.")
     add_corruption_arguments(compare)
-    compare.set_defaults(handler=run_compare)
+    compare.set_defaults(handler=run_compare, on_interrupt=_interrupted)
 
 
 def _add_recipe_arguments(compare):
@@ -70,8 +70,7 @@ def run_compare(args):
             "`--partners-per-digit` is a MultiMNIST option, and compare "
             "does not train on MultiMNIST. Received: --partners-per-digit="
             f"{args.partners_per_digit}")
-    output_dir = args.output_dir or os.path.join(
-        "runs", f"compare_{args.dataset}")
+    output_dir = _output_dir(args)
     results = compare(
         args.routers, args.dataset, output_dir=output_dir, seeds=args.seeds,
         epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
@@ -88,3 +87,22 @@ def run_compare(args):
     print(f"Wrote results.md, results.csv, results.json and "
           f"accuracy_vs_severity.png under {output_dir}")
     return 0
+
+
+def _output_dir(args):
+    return args.output_dir or os.path.join("runs", f"compare_{args.dataset}")
+
+
+def _interrupted(args):
+    """What Ctrl-C left (`keras_caps.cli.main` prints it): the finished
+    models, and how to resume."""
+    models = os.path.join(_output_dir(args), "models")
+    try:
+        finished = sum(
+            os.path.exists(os.path.join(models, name, "metrics.json"))
+            for name in os.listdir(models))
+    except OSError:  # No model started.
+        finished = 0
+    return (f"{finished} trained model(s) are kept in {models!r}, and the "
+            "interrupted model's last backup; run the same command again "
+            "to resume.")

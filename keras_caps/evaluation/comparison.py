@@ -10,8 +10,10 @@ after the other, each in a process of its own (or after
 evaluates every selected model on the same clean and corrupted test data
 (`keras_caps.evaluation.robustness`). It writes under `output_dir`:
 
-- `compare.json`: the comparison's settings (a folder made with other
-  settings is refused, nothing overwritten);
+- `compare.json`: the comparison's settings and its data (`"data"`: the
+  data folder and the size and SHA-256 of each raw file read there, or
+  the TFDS dataset's name and version): a folder made with other settings
+  or other data is refused before anything trains, nothing overwritten;
 - `models/<router>_seed<seed>/`: each run of `keras_caps.training.train`
   (`model.keras`, `metrics.json`, ...) and its `robustness.json`;
 - `results.md`, `results.csv`, `results.json`: the table;
@@ -19,32 +21,46 @@ evaluates every selected model on the same clean and corrupted test data
   one line per router with a +-std band (needs matplotlib).
 
 It resumes: a model whose run has finished (`metrics.json` written) is not
-trained again, and its evaluation is reused; a run killed halfway resumes
-from its backup (see `keras_caps.training.train`).
+trained again, and its evaluation is reused when it was made with the same
+corruptions, seed and data (an unreadable `robustness.json` is computed
+again); a run killed halfway resumes from its backup (see
+`keras_caps.training.train`). A `compare.json` written before the data
+was recorded (by an earlier keras_caps, without `"data"`) is refused, not
+adopted: nothing tells which data its models were trained on.
+
+Training speed (ms/step) is each model's training time divided by the
+optimizer steps taken in the same process (`train_seconds_this_run` /
+`train_steps_this_run` of its `metrics.json`), so a resumed model is
+timed on the steps it resumed with; a run whose record lacks the steps
+(written by an earlier keras_caps) has no speed (`null`, "n/a").
 """
 
 import csv
 import gc
+import hashlib
 import io
 import json
 import logging
 import os
-import subprocess
-import sys
 import warnings
 
 import keras
 import numpy as np
+import tensorflow_datasets as tfds
 
-from keras_caps import datasets
 from keras_caps import training
 from keras_caps.applications.capsule_classifier import (
     CAPSULE_CLASSIFIER_PRESETS,
 )
 from keras_caps.applications.capsule_classifier import ROUTERS
+from keras_caps.datasets import idx
+from keras_caps.datasets import sources
+from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import robustness
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.atomic_files import write_text_atomically
+from keras_caps.training.record_files import UnreadableRecordError
+from keras_caps.training.record_files import read_json_record
 from keras_caps.training.training_settings import PROTOCOLS
 from keras_caps.training.training_settings import TrainingSettings
 
@@ -57,6 +73,13 @@ _SEVERITY_LABELS = {"noise": "noise std", "pixels": "pixels replaced",
                     "occlusion": "occluded side (px)"}
 SETTINGS_FILE = "compare.json"
 ISOLATIONS = ("process", "session")
+# The datasets read from the IDX files of a data folder, and the subfolder
+# of it they look in first (`sources.load_image_arrays`).
+_IDX_FOLDERS = {"mnist": "mnist", "fashion_mnist": "fashion_mnist",
+                "mnist_canvas": "mnist"}
+# The TFDS dataset each reads without a data folder (smallnorb: always).
+_TFDS_NAMES = {"mnist": "mnist", "fashion_mnist": "fashion_mnist",
+               "mnist_canvas": "mnist", "smallnorb": "smallnorb"}
 
 
 def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
@@ -77,7 +100,10 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         epochs, steps_per_epoch, batch_size: The recipe's budget, as in
             `keras_caps.training.train` (preset defaults: 150 epochs of the
             whole training split, batch 16).
-        data_dir: str or `None`. The data folder.
+        data_dir: str or `None`. The data folder (else
+            `$KERAS_CAPS_DATA_DIR`, else TFDS). Recorded with its files'
+            sizes and SHA-256 (or the TFDS dataset's version): resuming
+            with other data is refused.
         download: bool. Without a data folder, let TFDS download the
             dataset if it is not prepared. Defaults to `True`.
         validation: str. `"holdout"` (default) or `"test"`.
@@ -95,8 +121,19 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         verbose: Keras `fit` verbosity. Defaults to `0`.
 
     Returns:
-        dict: the `results.json` record (`"settings"`, `"models"` per
-        run, `"routers"` aggregated over seeds).
+        dict: the `results.json` record (`"settings"` with `"data"`,
+        `"models"` per run, `"routers"` aggregated over seeds).
+
+    Raises:
+        ValueError: bad settings; an `output_dir` holding another
+            comparison (other settings or data) or an unreadable record
+            (the message names the file); a model's process refused its
+            input (the message names the model).
+        OSError: a model's process failed for its environment (a full
+            disk, its folder in use) or was killed (the message names the
+            model and the signal).
+        KeyboardInterrupt: Ctrl-C; a model's process running then has
+            stopped, every finished model is kept.
 
     Example:
 
@@ -112,15 +149,15 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         raise ValueError(
             f"Unknown `isolation`. Expected one of {list(ISOLATIONS)}. "
             f"Received: isolation={isolation!r}")
+    settings["data"] = _data_record(dataset, data_dir)
     _claim_output_dir(output_dir, settings)
     runs = []
     for router in settings["routers"]:
         for seed in settings["seeds"]:
             runs.append(_run_model(router, seed, settings, output_dir,
-                                   data_dir, verbose, isolation, download))
-    steps = _steps_per_epoch(settings, data_dir, download)
+                                   verbose, isolation, download))
     results = {"settings": settings, "models": runs,
-               "routers": _aggregate(runs, settings, steps)}
+               "routers": _aggregate(runs, settings)}
     write_json_atomically(os.path.join(output_dir, "results.json"), results)
     write_text_atomically(os.path.join(output_dir, "results.csv"),
                           results_csv(results))
@@ -221,28 +258,74 @@ def training_settings(settings, router, seed):
         reconstruction=settings["reconstruction"] and router != "cnn")
 
 
+def _data_record(dataset, data_dir):
+    """What the comparison's data is, as `compare.json` records it.
+
+    With a data folder (`data_dir`, else `$KERAS_CAPS_DATA_DIR`) and an
+    MNIST-format dataset: `{"data_dir": <absolute folder>, "files":
+    {<path in it>: {"bytes": ..., "sha256": ...}}}` for the four IDX files
+    the loaders read (`sources.load_image_arrays`). Otherwise a TFDS
+    dataset: `{"data_dir": <absolute TFDS data directory, or None for
+    TFDS's default>, "tfds": {"name": ..., "version": ...}}`, the version
+    `tfds.load` reads (the data of a prepared version does not change).
+    """
+    folder = sources.resolve_data_dir(data_dir)
+    folder = None if folder is None else os.path.abspath(folder)
+    if folder is None or dataset not in _IDX_FOLDERS:
+        name = _TFDS_NAMES[dataset]
+        return {"data_dir": folder,
+                "tfds": {"name": name,
+                         "version": str(tfds.builder_cls(name).VERSION)}}
+    files_folder = os.path.join(folder, _IDX_FOLDERS[dataset])
+    if not os.path.isdir(files_folder):
+        files_folder = folder
+    files = {}
+    for name in sorted(name for pair in idx.IDX_FILES.values()
+                       for name in pair):
+        path = _idx_file(files_folder, name, dataset)
+        files[os.path.relpath(path, folder)] = _fingerprint(path)
+    return {"data_dir": folder, "files": files}
+
+
+def _idx_file(folder, name, dataset):
+    """The path of the IDX file `name` in `folder` (or its uncompressed
+    copy), as `keras_caps.datasets.idx` finds it."""
+    for candidate in (name, name[:-len(".gz")]):
+        path = os.path.join(folder, candidate)
+        if os.path.isfile(path):
+            return path
+    expected = sorted(name for pair in idx.IDX_FILES.values()
+                      for name in pair)
+    raise ValueError(
+        f"Missing IDX file {name!r} in {folder!r}: the {dataset!r} data "
+        f"folder must hold the four MNIST-format files {expected} (or a "
+        f"{_IDX_FOLDERS[dataset]!r} subfolder holding them). Received: "
+        f"data_dir={folder!r}")
+
+
+def _fingerprint(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return {"bytes": os.path.getsize(path), "sha256": digest.hexdigest()}
+
+
 def _claim_output_dir(output_dir, settings):
-    """Writes `compare.json`, or refuses a folder made with another recipe.
+    """Writes `compare.json`, or refuses a folder made with another recipe
+    or other data.
 
     The routers may differ from the folder's: a comparison can be
     extended with a router (only its models train) or reported for a
-    subset; every other setting must be the same.
+    subset; every other setting, and the data, must be the same.
     """
     path = os.path.join(output_dir, SETTINGS_FILE)
     if os.path.exists(path):
-        with open(path) as file:
-            previous = json.load(file)
+        previous = _read_record(
+            path, "It holds the comparison's settings: restore it, or use "
+            "another --output-dir. Nothing was overwritten.")
         current = json.loads(json.dumps(settings))
-        differing = sorted(key for key in set(previous) | set(current)
-                           if key != "routers"
-                           and previous.get(key) != current.get(key))
-        if differing:
-            raise ValueError(
-                f"{output_dir!r} holds a comparison made with other "
-                f"settings (differing: {differing}); nothing was "
-                "overwritten. Use another --output-dir, or the same "
-                "settings (any routers) to resume or extend it. Found: "
-                f"{previous}")
+        _check_same_comparison(output_dir, previous, current)
         if previous != current:
             write_json_atomically(path, settings)
         return
@@ -255,31 +338,92 @@ def _claim_output_dir(output_dir, settings):
     write_json_atomically(path, settings)
 
 
+def _check_same_comparison(output_dir, previous, current):
+    """Refuses to resume the comparison `previous` (its `compare.json`)
+    with the `current` settings unless they match (but for the routers)."""
+    if "data" not in previous:
+        raise ValueError(
+            f"{os.path.join(output_dir, SETTINGS_FILE)!r} was written by an "
+            "earlier keras_caps that did not record the comparison's data "
+            "(data folder and files), so its models cannot be checked "
+            "against this data: the folder is neither resumed nor "
+            "extended, and nothing was overwritten. Use another "
+            "--output-dir.")
+    differing = _differences(
+        {**previous, "routers": None}, {**current, "routers": None})
+    if differing:
+        raise ValueError(
+            f"{output_dir!r} holds a comparison made with other settings "
+            f"or data (differing: {'; '.join(differing)}); nothing was "
+            "overwritten. Use another --output-dir, or the same settings "
+            "and data (any routers) to resume or extend it.")
+
+
+def _differences(previous, current, prefix=""):
+    """`"<key>: <previous> before, <current> now"` for each differing
+    entry of two records, nested keys dotted."""
+    found = []
+    for key in sorted(set(previous) | set(current)):
+        old, new = previous.get(key, _ABSENT), current.get(key, _ABSENT)
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            found += _differences(old, new, f"{prefix}{key}.")
+        else:
+            found.append(f"{prefix}{key}: {_short(old)} before, "
+                         f"{_short(new)} now")
+    return found
+
+
+_ABSENT = object()
+
+
+def _short(value, limit=70):
+    text = "absent" if value is _ABSENT else repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _read_record(path, advice):
+    """The JSON record `path`; an unreadable one is a `ValueError` naming
+    the file, followed by `advice`."""
+    try:
+        return read_json_record(path)
+    except UnreadableRecordError as error:
+        raise ValueError(f"{error} {advice}") from None
+
+
 def run_dir(output_dir, router, seed):
     """The folder of one trained model of a comparison."""
     return os.path.join(output_dir, "models", f"{router}_seed{seed}")
 
 
 def _evaluation_settings(settings):
+    """What a model's `robustness.json` must have been made with to be
+    reused: the corruptions, their seed and the data."""
     return {"corruptions": settings["corruptions"],
-            "seed": settings["evaluation_seed"]}
+            "seed": settings["evaluation_seed"], "data": settings["data"]}
 
 
 def _finished_evaluation(folder, evaluation):
     """The model's `robustness.json` if made with these `evaluation`
-    settings (`_evaluation_settings`)."""
+    settings (`_evaluation_settings`); `None` if there is none, it was
+    made with other settings, or it is unreadable (it is computed again:
+    compare wrote it, from the model)."""
     path = os.path.join(folder, "robustness.json")
     if not os.path.exists(path):
         return None
-    with open(path) as file:
-        finished = json.load(file)
+    try:
+        finished = read_json_record(path)
+    except UnreadableRecordError as error:
+        logging.warning("%s The model is evaluated again.", error)
+        return None
     if finished.get("settings") != json.loads(json.dumps(evaluation)):
         return None
     return finished
 
 
-def _run_model(router, seed, settings, output_dir, data_dir, verbose,
-               isolation, download):
+def _run_model(router, seed, settings, output_dir, verbose, isolation,
+               download):
     """Trains and evaluates one model unless done; returns its record."""
     folder = run_dir(output_dir, router, seed)
     evaluation = _evaluation_settings(settings)
@@ -288,48 +432,33 @@ def _run_model(router, seed, settings, output_dir, data_dir, verbose,
     task = {"router": router,
             "settings": training_settings(settings, router, seed),
             "folder": folder, "evaluation": evaluation,
-            "data_dir": data_dir, "verbose": verbose, "download": download}
+            "data_dir": settings["data"]["data_dir"], "verbose": verbose,
+            "download": download}
     if trained_before and _finished_evaluation(folder, evaluation):
         logging.info("%s, seed %d: already trained and evaluated", router,
                      seed)
     elif isolation == "process":
-        _train_and_evaluate_in_a_process(task)
+        comparison_process.train_and_evaluate_in_a_process(
+            {**task, "settings": task["settings"].to_record()})
     else:
         train_and_evaluate(**task)
         _free_memory()
-    with open(metrics_path) as file:
-        training_record = json.load(file)
+    training_record = _read_record(
+        metrics_path, f"It is the training record of {router!r} with seed "
+        f"{seed}: restore it, or move the model's folder {folder!r} out of "
+        "the comparison to train that model again.")
+    seconds = training_record["train_seconds_this_run"]
+    steps = training_record.get("train_steps_this_run")
     return {"router": router, "seed": seed,
             "model_path": os.path.join(folder, "model.keras"),
             "trained_now": not trained_before,
-            "train_seconds": training_record["train_seconds_this_run"],
+            "train_seconds": seconds, "train_steps": steps,
+            # `None`: unknown (no steps recorded, or none taken).
+            "train_ms_per_step": (1000.0 * seconds / steps if steps
+                                  else None),
             "selected_epoch": training_record["selected_epoch"],
             "hardware": training_record["hardware"],
             "evaluation": _finished_evaluation(folder, evaluation)}
-
-
-def _train_and_evaluate_in_a_process(task):
-    """`train_and_evaluate(**task)` in a child process.
-
-    The child receives the task as one JSON object, by argument name, with
-    the settings as their record (`TrainingSettings.to_record()`).
-    """
-    arguments = json.dumps({**task, "settings": task["settings"].to_record()})
-    # The child imports this very keras_caps, installed or not.
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": package_root if not path
-           else package_root + os.pathsep + path}
-    completed = subprocess.run(  # noqa: S603 (our own module)
-        [sys.executable, "-m", "keras_caps.evaluation.comparison",
-         arguments], check=False, env=env)
-    if completed.returncode:
-        raise RuntimeError(
-            f"Training or evaluating {task['router']!r} with seed "
-            f"{task['settings'].seed} failed in its process (exit code "
-            f"{completed.returncode}); its output is above. Rerun the same "
-            "command to resume.")
 
 
 def train_and_evaluate(router, settings, folder, evaluation, *,
@@ -381,16 +510,6 @@ def _free_memory():
     gc.collect()
 
 
-def _steps_per_epoch(settings, data_dir, download):
-    if settings["steps_per_epoch"] is not None:
-        return settings["steps_per_epoch"]
-    train = datasets.load(settings["dataset"], "train",
-                          batch_size=settings["batch_size"],
-                          data_dir=data_dir, download=download,
-                          validation=settings["validation"])
-    return int(train.cardinality())
-
-
 def columns(settings):
     """`(key, title)` of each accuracy column: clean, then corruptions."""
     result = [("clean", "clean")]
@@ -419,13 +538,17 @@ def _mean_std(values):
     return {"mean": float(values.mean()), "std": std}
 
 
-def _aggregate(runs, settings, steps_per_epoch):
-    """Per router: means and sample standard deviations over seeds."""
-    total_steps = settings["epochs"] * steps_per_epoch
+def _aggregate(runs, settings):
+    """Per router: means and sample standard deviations over seeds.
+
+    `"train_ms_per_step"` is the mean over the seeds whose speed is known
+    (`"speed_seeds"`), `None` when none is.
+    """
     aggregated = {}
     for router in settings["routers"]:
         mine = [run for run in runs if run["router"] == router]
         evaluations = [run["evaluation"] for run in mine]
+        timed = [run for run in mine if run["train_ms_per_step"] is not None]
         aggregated[router] = {
             "num_seeds": len(mine),
             "trainable_parameters": evaluations[0]["trainable_parameters"],
@@ -435,8 +558,9 @@ def _aggregate(runs, settings, steps_per_epoch):
             "macro_accuracy": _mean_std(
                 [e["clean"]["macro_accuracy"] for e in evaluations]),
             "train_ms_per_step": float(np.mean(
-                [1000.0 * run["train_seconds"] / total_steps
-                 for run in mine])),
+                [run["train_ms_per_step"] for run in timed]))
+            if timed else None,
+            "speed_seeds": [run["seed"] for run in timed],
             "images_per_second": float(np.mean(
                 [e["clean"]["images_per_second"] for e in evaluations])),
         }
@@ -459,8 +583,9 @@ def results_csv(results):
         header += [f"{key}_mean", f"{key}_std"]
     writer.writerow(header)
     for router, row in results["routers"].items():
+        speed = row["train_ms_per_step"]
         values = [router, row["trainable_parameters"],
-                  f"{row['train_ms_per_step']:.3f}",
+                  "nan" if speed is None else f"{speed:.3f}",
                   f"{row['images_per_second']:.1f}",
                   repr(row["macro_accuracy"]["mean"]),
                   repr(row["macro_accuracy"]["std"])]
@@ -479,7 +604,8 @@ def results_markdown(results):
     steps = ("all" if settings["steps_per_epoch"] is None
              else settings["steps_per_epoch"])
     lines = [
-        f"Dataset `{settings['dataset']}`, {len(settings['seeds'])} seeds "
+        f"Dataset `{settings['dataset']}` ({_data_text(settings['data'])})"
+        f", {len(settings['seeds'])} seeds "
         f"{settings['seeds']}, {settings['epochs']} epochs of {steps} "
         f"steps, batch {settings['batch_size']}, one recipe "
         f"(Efficient-CapsNet's optimizer and schedule), model selection: "
@@ -499,13 +625,41 @@ def results_markdown(results):
                  + "|")
     for router, row in results["routers"].items():
         cells = [router, f"{row['trainable_parameters']:,}",
-                 f"{row['train_ms_per_step']:.1f}",
+                 _speed_cell(row),
                  f"{row['images_per_second']:.0f}",
                  _percent(row["macro_accuracy"])]
         cells += [_percent(row["accuracy"][key])
                   for key, _ in columns(settings)]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _speed_notes(results["routers"])
     return "\n".join(lines) + "\n"
+
+
+def _data_text(data):
+    where = data["data_dir"] or "the default TFDS data directory"
+    if "tfds" in data:
+        return (f"TFDS {data['tfds']['name']} {data['tfds']['version']} "
+                f"from {where}")
+    return f"IDX files of {where}"
+
+
+def _speed_cell(row):
+    speed = row["train_ms_per_step"]
+    if speed is None:
+        return "n/a"
+    partial = len(row["speed_seeds"]) < row["num_seeds"]
+    return f"{speed:.1f}" + ("*" if partial else "")
+
+
+def _speed_notes(rows):
+    """Footnotes for the ms/step cells that are not over every seed."""
+    if all(len(row["speed_seeds"]) == row["num_seeds"]
+           for row in rows.values()):
+        return []
+    return ["", "ms/step n/a: no seed's `metrics.json` records the optimizer "
+            "steps of its last training process (`train_steps_this_run`: "
+            "written by an earlier keras_caps, or no step taken); * : the "
+            "mean over the seeds that record them."]
 
 
 def plot_accuracy_vs_severity(results, path, dpi=100):
@@ -539,19 +693,3 @@ def plot_accuracy_vs_severity(results, path, dpi=100):
     axes[0].legend(fontsize="small")
     figure.savefig(path, dpi=dpi)
     return path
-
-
-def _main(argv):
-    """Entry point of a model's own process: `train_and_evaluate`.
-
-    `argv[0]` is the task as a JSON object by argument name (see
-    `_train_and_evaluate_in_a_process`).
-    """
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    task = json.loads(argv[0])
-    task["settings"] = TrainingSettings.from_record(task["settings"])
-    train_and_evaluate(**task)
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])

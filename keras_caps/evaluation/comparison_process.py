@@ -1,0 +1,243 @@
+"""Each model of `keras-caps compare` in a process of its own.
+
+`train_and_evaluate_in_a_process(task)` runs
+`keras_caps.evaluation.comparison.train_and_evaluate(**task)` in a child
+Python process and turns its end into one outcome of the parent:
+
+- success: returns;
+- the child's own error (bad data, a full disk, its folder in use by
+  another run): the child sends the error's one-line text through a pipe
+  and exits without a traceback; the parent raises it, naming the model
+  (`ValueError` for bad input, `OSError` for the environment);
+- the child killed by a signal (SIGKILL, the OOM killer): `OSError`
+  naming the model and the signal;
+- Ctrl-C: SIGINT reaches the child from the terminal (the whole
+  foreground process group) or from the parent, which passes it on when
+  only the parent received it; the child stops without a traceback and
+  releases its run's lock, then the parent raises `KeyboardInterrupt`.
+
+Children die with their parent. On Linux the child asks the kernel for
+SIGKILL when its parent dies (`prctl(PR_SET_PDEATHSIG)`), so a parent
+killed by SIGKILL or SIGTERM never leaves a child training and holding
+`run.lock`; the child checks that the parent still lives once the request
+is made, closing the window of its start-up. Elsewhere on POSIX (macOS) a
+daemon thread of the child polls its parent's pid every second and ends
+the child when the parent is gone. On Windows neither exists: a child may
+finish its model after its parent was killed (its lock then ends with
+it).
+"""
+
+import ctypes
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+# <linux/prctl.h>
+_PR_SET_PDEATHSIG = 1
+# Seconds the parent waits, after Ctrl-C, for the child to stop by itself
+# (the terminal sends SIGINT to both), then after passing SIGINT on.
+_GRACE_SECONDS = 1.0
+_STOP_SECONDS = 30.0
+# The most bytes of an error's text a child sends (a pipe holds 64 KiB).
+_MAX_REPORT_BYTES = 8192
+# Exit statuses of a child, as `keras-caps` uses them.
+_BAD_INPUT, _ENVIRONMENT, _INTERRUPTED = 2, 1, 130
+# A child's program: Ctrl-C while it imports keras_caps (and TensorFlow)
+# ends it quietly too.
+_BOOTSTRAP = f"""import sys
+try:
+    from {__name__} import _main
+except KeyboardInterrupt:
+    sys.exit({_INTERRUPTED})
+sys.exit(_main(sys.argv[1:]))
+"""
+
+
+def train_and_evaluate_in_a_process(task):
+    """`comparison.train_and_evaluate(**task)` in a child process.
+
+    Args:
+        task: dict. The arguments of `train_and_evaluate` by name, with
+            `"settings"` as its record (`TrainingSettings.to_record()`).
+
+    Raises:
+        ValueError: the child refused its input (e.g. unreadable data).
+        OSError: the child failed for its environment (a full disk, its
+            folder in use) or was killed by a signal.
+        KeyboardInterrupt: Ctrl-C; the child has stopped.
+    """
+    model = (f"model {task['router']!r} with seed "
+             f"{task['settings']['seed']}")
+    read_end, write_end = os.pipe() if os.name == "posix" else (None, None)
+    arguments = json.dumps({"task": task, "parent_pid": os.getpid(),
+                            "report_fd": write_end})
+    try:
+        process = subprocess.Popen(  # noqa: S603 (our own module)
+            [sys.executable, "-c", _BOOTSTRAP, arguments], env=_child_env(),
+            pass_fds=() if write_end is None else (write_end,))
+    finally:
+        if write_end is not None:
+            os.close(write_end)
+    try:
+        status = _wait(process)
+        report = _read_report(read_end)
+    finally:
+        if read_end is not None:
+            os.close(read_end)
+    if status:
+        _raise_failure(model, status, report)
+
+
+def _child_env():
+    """The environment of a child: it imports this very keras_caps,
+    installed or not."""
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_root if not path
+            else package_root + os.pathsep + path}
+
+
+def _wait(process):
+    """The child's exit status; on Ctrl-C, stops it first."""
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        try:
+            _stop(process)
+        finally:  # A second Ctrl-C: no waiting any more.
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        raise
+
+
+def _stop(process):
+    """Stops an interrupted child: it received SIGINT with the parent
+    (terminal) or receives it now (SIGINT sent to the parent alone); it
+    is killed if it has not stopped after `_STOP_SECONDS`."""
+    try:
+        process.wait(_GRACE_SECONDS)
+        return
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+    try:
+        process.wait(_STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _read_report(read_end):
+    if read_end is None:
+        return None
+    chunks = []
+    while chunk := os.read(read_end, _MAX_REPORT_BYTES):
+        chunks.append(chunk)
+    if not chunks:
+        return None
+    try:
+        return json.loads(b"".join(chunks).decode("utf-8"))
+    except ValueError:
+        return None
+
+
+def _raise_failure(model, status, report):
+    """Raises the parent's error for a child that ended with `status`."""
+    again = ("Finished models are kept; run the same command again to "
+             "resume")
+    if status in (_INTERRUPTED, -signal.SIGINT):
+        raise KeyboardInterrupt
+    if status < 0:
+        name = signal.Signals(-status).name
+        raise OSError(
+            f"Training or evaluating the {model} failed: its process was "
+            f"killed by {name}. {again} (this model from its last "
+            "backup).")
+    if report is not None:
+        error = ValueError if report["kind"] == "bad_input" else OSError
+        raise error(f"Training or evaluating the {model} failed: "
+                    f"{report['message']}")
+    raise OSError(
+        f"Training or evaluating the {model} failed in its process (exit "
+        f"status {status}); its output is above. {again}.")
+
+
+def _die_with_parent(parent_pid):
+    """Ends this process when the process `parent_pid` ends."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0):
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != parent_pid:  # Died before the request.
+            os._exit(_ENVIRONMENT)
+    elif os.name == "posix":
+        threading.Thread(target=_watch_parent, args=(parent_pid,),
+                         daemon=True).start()
+
+
+def _watch_parent(parent_pid):
+    while os.getppid() == parent_pid:
+        time.sleep(1.0)
+    # `os._exit` ends the process even while TensorFlow holds the main
+    # thread in C++, where no Python signal handler would run.
+    os._exit(_ENVIRONMENT)
+
+
+def _report(report_fd, kind, message):
+    """Sends the parent `{"kind": kind, "message": message}`, or prints
+    the message where there is no pipe (Windows)."""
+    if report_fd is None:
+        print(f"keras-caps compare: error: {message}", file=sys.stderr)
+        return
+    data = json.dumps({"kind": kind, "message": message}).encode("utf-8")
+    os.write(report_fd, data[:_MAX_REPORT_BYTES])
+
+
+def _one_line(error):
+    if isinstance(error, OSError) and error.strerror and error.filename:
+        return f"{error.strerror}: {error.filename!r}"
+    return " ".join(str(error).split())
+
+
+def _main(argv):
+    """Entry point of a model's own process (see
+    `train_and_evaluate_in_a_process`): `argv[0]` is a JSON object with
+    the task, the parent's pid and the pipe's file descriptor."""
+    arguments = json.loads(argv[0])
+    _die_with_parent(arguments["parent_pid"])
+    report_fd = arguments["report_fd"]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        _run_task(arguments["task"])
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Stop quietly.
+        return _INTERRUPTED
+    except (ValueError, FileNotFoundError) as error:
+        _report(report_fd, "bad_input", _one_line(error))
+        return _BAD_INPUT
+    except OSError as error:
+        _report(report_fd, "environment", _one_line(error))
+        return _ENVIRONMENT
+    except RuntimeError as error:
+        from keras_caps.training.run_lock import FolderInUseError
+
+        if not isinstance(error, FolderInUseError):
+            raise
+        _report(report_fd, "environment", _one_line(error))
+        return _ENVIRONMENT
+    return 0
+
+
+def _run_task(task):
+    from keras_caps.evaluation import comparison
+    from keras_caps.training.training_settings import TrainingSettings
+
+    task = {**task,
+            "settings": TrainingSettings.from_record(task["settings"])}
+    comparison.train_and_evaluate(**task)

@@ -1,0 +1,191 @@
+"""`keras-caps compare`'s model processes under real faults (#27, defects
+7 and 15): a killed or failing child is one line naming the model, a
+killed parent takes its child with it (the run lock is free at once),
+Ctrl-C stops parent and child with one line and no traceback."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from keras_caps import cli
+from keras_caps.evaluation import comparison
+from keras_caps.testing import synthetic_digits
+from keras_caps.testing import write_idx_dataset
+from keras_caps.training.run_lock import RunLock
+
+pytestmark = pytest.mark.single_backend
+
+_MODEL = "'cnn' with seed 3"
+
+
+def _flags(data_dir, output_dir):
+    return ["compare", "--routers", "cnn", "--seeds", "3", "--epochs", "1",
+            "--steps-per-epoch", "2", "--batch-size", "8",
+            "--no-reconstruction", "--data-dir", str(data_dir),
+            "--output-dir", str(output_dir)]
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    return write_idx_dataset(str(tmp_path / "mnist"),
+                             synthetic_digits(64, seed=0),
+                             synthetic_digits(16, seed=1))
+
+
+def _start(data_dir, output_dir):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "KERAS_BACKEND": "tensorflow"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "keras_caps.cli",
+         *_flags(data_dir, output_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _model_folder(output_dir):
+    return comparison.run_dir(str(output_dir), "cnn", 3)
+
+
+def _training_child(parent, output_dir, timeout=180):
+    """The pid of `parent`'s child once it holds the model's run lock."""
+    lock = os.path.join(_model_folder(output_dir), "run.lock")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if parent.poll() is not None:
+            pytest.fail("compare ended before its child trained: "
+                        + "".join(parent.communicate()))
+        try:
+            with open(lock) as file:
+                pid = json.load(file)["pid"]
+        except (OSError, ValueError, KeyError):
+            pid = None
+        if pid is not None and pid != parent.pid:
+            return pid
+        time.sleep(0.05)
+    parent.kill()
+    pytest.fail(f"no child took {lock} within {timeout} s")
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pid, seconds):
+    deadline = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def _compare_lines(stderr):
+    return [line for line in stderr.splitlines()
+            if line.startswith("keras-caps compare:")]
+
+
+def _assert_lock_free(output_dir):
+    with RunLock(_model_folder(output_dir)):
+        pass
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="reads /proc")
+def test_killed_child_killed_parent_and_ctrl_c(data_dir, tmp_path):
+    output_dir = tmp_path / "compare"
+
+    # The child is killed while training: one line naming the model.
+    parent = _start(data_dir, output_dir)
+    os.kill(_training_child(parent, output_dir), signal.SIGKILL)
+    stdout, stderr = parent.communicate(timeout=120)
+    assert parent.returncode == 1, stderr
+    assert "Traceback" not in stdout + stderr
+    (line,) = _compare_lines(stderr)
+    assert line.startswith("keras-caps compare: error: ")
+    assert _MODEL in line and "killed by SIGKILL" in line
+    assert "run the same command again" in line
+
+    # The parent is killed (SIGKILL, then SIGTERM): its child goes with it
+    # at once, and the lock is free. Each rerun takes the lock again.
+    for signum in (signal.SIGKILL, signal.SIGTERM):
+        parent = _start(data_dir, output_dir)
+        child = _training_child(parent, output_dir)
+        os.kill(parent.pid, signum)
+        parent.communicate(timeout=60)
+        assert _wait_gone(child, 5), f"child outlived its parent ({signum})"
+        _assert_lock_free(output_dir)
+
+    # Ctrl-C sent to the parent alone: it stops its child, prints one line
+    # saying what was kept, exit 130, no traceback from either.
+    parent = _start(data_dir, output_dir)
+    child = _training_child(parent, output_dir)
+    os.kill(parent.pid, signal.SIGINT)
+    stdout, stderr = parent.communicate(timeout=120)
+    assert parent.returncode == 130, stderr
+    assert "Traceback" not in stdout + stderr
+    (line,) = _compare_lines(stderr)
+    assert line.startswith("keras-caps compare: interrupted: ")
+    assert str(output_dir) in line and "run the same command again" in line
+    assert not _alive(child)
+    _assert_lock_free(output_dir)
+
+
+def test_a_child_whose_folder_is_in_use_is_one_line(data_dir, tmp_path,
+                                                    capfd):
+    output_dir = tmp_path / "compare"
+    lock = RunLock(_model_folder(output_dir))
+
+    def take_the_model_folder():
+        # Once compare has claimed its folder, before the child (which
+        # imports TensorFlow first) reaches the model's.
+        while not (output_dir / "compare.json").exists():
+            time.sleep(0.005)
+        lock.acquire()
+
+    holder = threading.Thread(target=take_the_model_folder)
+    holder.start()
+    try:
+        code = cli.main(_flags(data_dir, output_dir))
+    finally:
+        holder.join()
+        lock.release()
+    captured = capfd.readouterr()
+    assert code == 1
+    assert "Traceback" not in captured.out + captured.err
+    (line,) = _compare_lines(captured.err)
+    assert _MODEL in line and "is in use by another training run" in line
+
+
+def _mount_tiny_tmpfs(folder, size):
+    """Mounts a tmpfs of `size` at `folder`; skips the test where it can't."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    os.makedirs(folder)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {result.stderr.strip()}")
+
+
+def test_a_child_on_a_full_disk_is_one_line(data_dir, tmp_path, capfd):
+    # 256 KiB: compare.json fits, the model's checkpoints do not.
+    disk = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
+    _mount_tiny_tmpfs(disk, "256k")
+    try:
+        code = cli.main(_flags(data_dir, disk / "compare"))
+        captured = capfd.readouterr()
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+    assert code == 1
+    assert "Traceback" not in captured.out + captured.err
+    (line,) = _compare_lines(captured.err)
+    assert _MODEL in line and "No space left on device" in line
