@@ -34,6 +34,7 @@ import tensorflow as tf
 from keras_caps import datasets
 from keras_caps import model_roles as roles
 from keras_caps.callbacks import RoutingTemperatureScheduler
+from keras_caps.diagnostics import find_routers
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
 from keras_caps.export import is_keras_caps_export
@@ -45,9 +46,12 @@ from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.best_checkpoint import BestCheckpoint
 from keras_caps.training.history_trim import HistoryTrim
 from keras_caps.training.model_recipe import MODELS
+from keras_caps.training.record_files import UnreadableRecordError
+from keras_caps.training.record_files import read_json_record
 from keras_caps.training.resumable_backup import ResumableBackup
 from keras_caps.training.run_folder import RunFolder
 from keras_caps.training.run_folder import check_output_folder
+from keras_caps.training.run_folder import describe_differences
 from keras_caps.training.run_lock import RunLock
 from keras_caps.training.strategy import DEFAULT_WORKER_TIMEOUT
 from keras_caps.training.strategy import get_strategy
@@ -124,6 +128,7 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     """
     settings = _requested_settings(settings, model, dataset,
                                    setting_fields).resolve()
+    _check_backend()
     # A file, or a folder this user cannot write, fails before anything.
     check_output_folder(output_dir)
     keras.utils.set_random_seed(settings.seed)
@@ -150,6 +155,21 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
                               download)
     finally:
         keras.config.set_dtype_policy(previous_policy)
+
+
+def _check_backend():
+    """Refuses, before anything is written, a backend the recipe cannot
+    finish on: its last stage, the SavedModel export, needs TensorFlow."""
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise ValueError(
+            "`keras-caps train` (`keras_caps.training.train`) runs on the "
+            "TensorFlow backend only: its last stage exports a TensorFlow "
+            "SavedModel, which the "
+            f"{backend!r} backend cannot write, so nothing was trained or "
+            "written. Run it with KERAS_BACKEND=tensorflow; the model.keras "
+            "it saves loads on every backend. Received: KERAS_BACKEND="
+            f"{backend!r}")
 
 
 def _requested_settings(settings, model, dataset, setting_fields):
@@ -188,19 +208,38 @@ def _run_chief(settings, output_dir, fresh, data_dir, distribution,
     # deletes anything.
     check_export_target(export_dir, overwrite=True, model_path=model_path)
     run = RunFolder(output_dir, settings)
-    progress = run.open(fresh=fresh)
-    if progress.get("complete") and not _missing_artifacts(output_dir):
-        logging.info(
-            "The run in %s is already complete, with the same settings: "
-            "nothing to do (pass --fresh to train it again).", output_dir)
-        with open(os.path.join(output_dir, "metrics.json")) as file:
-            return json.load(file)
-    check_export_target(export_dir, overwrite=True, model_path=model_path)
+    finished = None if fresh else _finished_run(run)
+    if finished is not None:
+        return finished
+    # Everything that can refuse this run (the data, the model, options
+    # the model cannot take) is checked before the folder is claimed: a
+    # refused command leaves it as it was, and the corrected one needs no
+    # `--fresh`.
     network, splits = _build(settings, data_dir, distribution, download)
+    run.open(fresh=fresh)
+    check_export_target(export_dir, overwrite=True, model_path=model_path)
     record = _train_chief(network, splits, settings, run, distribution,
                           backup_frequency, verbose)
     logging.info("Test metrics: %s", json.dumps(record["test"]))
     return record
+
+
+def _finished_run(run):
+    """The metrics of the run in `run.path` when it is complete, else
+    `None`; raises when the folder belongs to other settings (before
+    anything is written)."""
+    record = run._read_record()  # A clear error naming an unreadable one.
+    if record is None:
+        return None
+    if describe_differences(record.get("settings", {}), run.settings):
+        run.open()  # Refuses, listing the differences; writes nothing.
+    progress = record.get("progress", {})
+    if not progress.get("complete") or _missing_artifacts(run.path):
+        return None
+    logging.info(
+        "The run in %s is already complete, with the same settings: "
+        "nothing to do (pass --fresh to train it again).", run.path)
+    return read_json_record(os.path.join(run.path, "metrics.json"))
 
 
 def _train_chief(network, splits, settings, run, distribution,
@@ -248,9 +287,19 @@ def _train_chief(network, splits, settings, run, distribution,
 
 
 def _missing_artifacts(output_dir):
-    """The names of a complete run's artifacts that are missing."""
+    """The names of a complete run's artifacts that are missing (an
+    unreadable `metrics.json` counts: it is written again from the
+    progress in `run.json`)."""
     missing = [name for name in ("model.keras", "metrics.json")
                if not os.path.exists(os.path.join(output_dir, name))]
+    metrics_path = os.path.join(output_dir, "metrics.json")
+    if "metrics.json" not in missing:
+        try:
+            read_json_record(metrics_path)
+        except UnreadableRecordError as error:
+            logging.warning("%s It is written again from the run's "
+                            "progress in run.json.", error)
+            missing.append("metrics.json")
     if not is_keras_caps_export(os.path.join(output_dir, "export")):
         missing.append("export")
     return missing
@@ -308,6 +357,14 @@ def _build(settings, data_dir, distribution, download):
                                reconstruction=settings.reconstruction,
                                input_statistics=input_statistics)
     check_labels_match(network, splits["train"])
+    if settings.temperature_schedule() is not None and not find_routers(
+            network):
+        raise ValueError(
+            f"The model {settings.model!r} has no router with a routing "
+            "temperature, so `routing_temperature` (`--routing-temperature`"
+            ", with `--temperature-decay` and `--min-temperature`) cannot "
+            "apply to it. Drop those options for this model. Received: "
+            f"routing_temperature={settings.routing_temperature!r}")
     return network, splits
 
 
@@ -495,20 +552,13 @@ def _read_run_record(model_path):
     if not os.path.exists(path):
         return {}
     try:
-        with open(path) as file:
-            record = json.load(file)
-    except (OSError, ValueError) as error:
+        return read_json_record(path)
+    except UnreadableRecordError as error:
         raise ValueError(
-            f"The run record {path!r} beside the model cannot be read "
-            f"({error}); evaluate reads the test-set options of the run "
-            "from it. Repair or delete that file (rerunning `keras-caps "
-            "train` writes it again).") from None
-    if not isinstance(record, dict):
-        raise ValueError(
-            f"The run record {path!r} beside the model must hold a JSON "
-            f"object. Received: a {type(record).__name__}. Repair or delete "
-            "that file.")
-    return record
+            f"{error} evaluate reads the test-set options of the run from "
+            "the metrics.json beside the model. Rerun the `keras-caps "
+            "train` command that made the run to write it again (from its "
+            "run.json, without training), or delete it.") from None
 
 
 def describe_hardware():
