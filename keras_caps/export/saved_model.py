@@ -1,5 +1,6 @@
 """SavedModel export of the inference graph (image in, class scores out)."""
 
+import errno
 import hashlib
 import json
 import math
@@ -87,6 +88,9 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
             export of keras_caps to overwrite; `reconstruction=True` for a
             model without a decoder; an unknown `input_range`; a Keras
             backend other than TensorFlow.
+        OSError: the export could not be written (a full or read-only
+            disk); its `filename` is `path`. Nothing is left beside `path`,
+            and a previous export there stays as it was.
 
     Example:
 
@@ -108,30 +112,78 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     check_export_target(path, overwrite=overwrite, model_path=model_path)
     model = serving_model(model, reconstruction=reconstruction,
                           precision=precision)
-    path = os.path.abspath(path)
+    record = {"keras_caps_version": __version__,
+              "model_path": (None if model_path is None
+                             else os.path.abspath(model_path)),
+              "input_range": input_range}
+    try:
+        _stage_and_replace(model, os.path.abspath(path), input_range,
+                           record, lambda: check_export_target(
+                               path, overwrite=overwrite,
+                               model_path=model_path))
+    except (OSError, tf.errors.OpError) as error:
+        raise _export_error(error, path) from error
+    return model
+
+
+def _stage_and_replace(model, path, input_range, record, check_target):
+    """Writes the export in a staging folder beside `path`, then moves it
+    to `path` (after `check_target()`). The staging folder is always
+    removed; a previous export at `path` stays if the move fails."""
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".export-", dir=parent)
     try:
         written = os.path.join(staging, "model")
         _write_saved_model(model, written, input_range)
-        _write_marker(written, {
-            "keras_caps_version": __version__,
-            "model_path": (None if model_path is None
-                           else os.path.abspath(model_path)),
-            "input_range": input_range})
-        # Checked again: the folder may have changed during the export.
-        check_export_target(path, overwrite=overwrite, model_path=model_path)
-        if os.path.exists(path):
-            retired = tempfile.mkdtemp(prefix=".retired-", dir=parent)
-            os.replace(path, os.path.join(retired, "model"))
+        _write_marker(written, record)
+        check_target()  # Again: the folder may have changed meanwhile.
+        if not os.path.exists(path):
             os.replace(written, path)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.replace(written, path)
+            return
+        _replace_previous(written, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return model
+
+
+def _replace_previous(written, path):
+    """Moves the folder `written` to `path`, which holds an earlier export
+    (or nothing): the earlier one is deleted only once `written` is in
+    place, and is put back if the move fails."""
+    retired = tempfile.mkdtemp(prefix=".retired-", dir=os.path.dirname(path))
+    previous = os.path.join(retired, "model")
+    try:
+        os.replace(path, previous)
+    except BaseException:
+        os.rmdir(retired)
+        raise
+    try:
+        os.replace(written, path)
+    except BaseException:
+        os.replace(previous, path)  # The previous export stays.
+        os.rmdir(retired)
+        raise
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+# TensorFlow reports a failed write as an `OpError` naming its own
+# temporary file: these are turned into the `OSError` they stand for.
+_OP_ERRNOS = ((errno.ENOSPC, "No space left on device"),
+              (errno.EROFS, "Read-only file system"),
+              (errno.EACCES, "Permission denied"),
+              (errno.EDQUOT, "Disk quota exceeded"))
+
+
+def _export_error(error, path):
+    """An `OSError` naming the export folder `path` for a failed write."""
+    if isinstance(error, OSError):
+        if error.errno is None:
+            return OSError(f"Could not write the export {path!r}: {error}")
+        return OSError(error.errno, error.strerror or str(error), path)
+    for code, words in _OP_ERRNOS:
+        if words in error.message:
+            return OSError(code, words, path)
+    return OSError(f"Could not write the export {path!r}: {error.message}")
 
 
 def _write_saved_model(model, path, input_range):

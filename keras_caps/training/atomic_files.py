@@ -50,7 +50,7 @@ def write_atomically(path, write):
     except BaseException as error:  # No temporary file is left behind.
         _remove_quietly(temporary)
         if isinstance(error, OSError):
-            raise _naming(error, path) from error
+            raise error_naming(error, path) from error
         raise
 
 
@@ -62,8 +62,19 @@ def _remove_quietly(path):
         pass
 
 
-def _naming(error, path):
-    """`error` as an `OSError` of the same kind whose filename is `path`."""
+def error_naming(error, path):
+    """`error` as an `OSError` of the same kind whose filename is `path`.
+
+    The `errno` and `strerror` are kept (so `OSError(errno, ...)` gives
+    the same subclass, `FileNotFoundError`, ...); an error without an
+    `errno` becomes an `OSError` whose message names `path`.
+
+    Example:
+
+    >>> error = error_naming(OSError(28, "No space left on device"), "a.json")
+    >>> error.errno, error.filename
+    (28, 'a.json')
+    """
     if error.errno is None:  # No errno to keep: say what failed in words.
         return OSError(f"Could not write {path!r}: {error}")
     # `OSError(errno, ...)` picks the subclass (`FileNotFoundError`, ...).

@@ -14,6 +14,7 @@ from keras_caps.export import export_inference_model
 from keras_caps.export import is_keras_caps_export
 from keras_caps.export.saved_model import MARKER
 from keras_caps.training.run_folder import RunFolder
+from tests.tiny_disk import tiny_disk
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +126,21 @@ def test_train_fresh_keeps_a_user_file_in_the_runs_export(
     error = capsys.readouterr().err
     assert "is not an export written by keras_caps" in error, error
     assert _contents(run / "export") == before
+
+
+def test_a_full_disk_keeps_the_previous_export_and_names_the_folder(
+        exported, tmp_path, capsys):
+    """A real full filesystem: room for one export, not for the next."""
+    size = sum(len(data) for data in _contents(exported / "export").values())
+    with tiny_disk(tmp_path / "disk", f"{size * 3 // 2 >> 10}k") as disk:
+        shutil.copytree(exported / "export", disk / "export")
+        before = _contents(disk / "export")
+        assert cli.main(["export", "--model-path",
+                         str(exported / "model.keras"), "--export-dir",
+                         str(disk / "export"), "--overwrite"]) == 1
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1, error
+        assert "No space left on device" in error, error
+        assert repr(str(disk / "export")) in error, error
+        assert os.listdir(disk) == ["export"]
+        assert _contents(disk / "export") == before

@@ -3,8 +3,6 @@ is left (#27, defect 9)."""
 
 import errno
 import os
-import subprocess
-import uuid
 
 import keras
 import pytest
@@ -12,6 +10,8 @@ import pytest
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.atomic_files import write_text_atomically
+from tests.tiny_disk import fill
+from tests.tiny_disk import tiny_disk
 
 
 class _FullDiskModel:
@@ -54,32 +54,12 @@ def test_a_failing_rename_names_the_destination(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-def _mount_tiny_tmpfs(folder, size):
-    """Mounts a tmpfs of `size` at `folder`; skips the test where it can't."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    os.makedirs(folder)
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-        capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {result.stderr.strip()}")
-
-
 @pytest.fixture
 def full_disk(tmp_path):
     """A real filesystem (tmpfs) of 64 KiB, 4 KiB of it left free."""
-    folder = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
-    _mount_tiny_tmpfs(folder, "64k")
-    try:
-        with open(folder / "filler", "wb") as file:
-            try:
-                file.write(b"\0" * (60 << 10))
-            except OSError:
-                pass  # Full already: what the test wants.
+    with tiny_disk(tmp_path / "disk", "64k") as folder:
+        fill(folder, leave=4 << 10)
         yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
 
 
 def test_writes_on_a_real_full_disk_name_the_file_and_leave_nothing(
