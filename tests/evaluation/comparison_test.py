@@ -1,13 +1,16 @@
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
 
 from keras_caps import cli
+from keras_caps.datasets import idx
 from keras_caps.evaluation import comparison
 from keras_caps.evaluation import corruptions
 from keras_caps.testing import TestCase
@@ -17,9 +20,9 @@ from keras_caps.testing import write_idx_dataset
 _CORRUPTIONS = {"noise": [0.3], "occlusion": [10]}
 
 
-def _tiny_mnist(folder):
-    return write_idx_dataset(folder, synthetic_digits(120, seed=0),
-                             synthetic_digits(30, seed=1))
+def _tiny_mnist(folder, seed=0):
+    return write_idx_dataset(folder, synthetic_digits(120, seed=seed),
+                             synthetic_digits(30, seed=seed + 1))
 
 
 def _independent_accuracy(model, images, labels):
@@ -115,6 +118,159 @@ class CompareTest(TestCase):
             comparison.run_dir(output_dir, "self_attention", 2)))
         self.assertEqual(json.loads(settings)["routers"],
                          ["self_attention", "cnn"])
+
+        self._check_speed(output_dir, results, kwargs)
+        self._check_unreadable_records(output_dir, kwargs)
+        self._check_data(output_dir, data_dir, results, kwargs)
+
+    def _check_speed(self, output_dir, results, kwargs):
+        """ms/step: this run's seconds over this run's steps (#27, 5)."""
+        def metrics_path(router, seed):
+            return os.path.join(comparison.run_dir(output_dir, router, seed),
+                                "metrics.json")
+
+        def records(router):
+            return [read_json(metrics_path(router, seed)) for seed in (0, 1)]
+
+        def read_json(path):
+            with open(path) as file:
+                return json.load(file)
+
+        for router in ("self_attention", "cnn"):
+            measured = records(router)
+            self.assertEqual([m["train_steps_this_run"] for m in measured],
+                             [2, 2])
+            self.assertAllClose(
+                results["routers"][router]["train_ms_per_step"],
+                np.mean([1000 * m["train_seconds_this_run"] / 2
+                         for m in measured]))
+        # A model resumed for its last 3 steps in 4.5 s; a record without
+        # the steps (an earlier keras_caps): no number is invented.
+        for router, seed, seconds, steps in (
+                ("self_attention", 0, 4.5, 3), ("self_attention", 1, 2.0, 2),
+                ("cnn", 0, 3.0, 2), ("cnn", 1, 9.0, None)):
+            record = read_json(metrics_path(router, seed))
+            record["train_seconds_this_run"] = seconds
+            del record["train_steps_this_run"]
+            if steps is not None:
+                record["train_steps_this_run"] = steps
+            with open(metrics_path(router, seed), "w") as file:
+                json.dump(record, file)
+        again = comparison.compare(["self_attention", "cnn"], "mnist",
+                                   **kwargs)
+        self.assertAllClose(again["routers"]["self_attention"]
+                            ["train_ms_per_step"], (1500 + 1000) / 2)
+        self.assertEqual(again["routers"]["cnn"]["train_ms_per_step"], 1500)
+        self.assertEqual(again["routers"]["cnn"]["speed_seeds"], [0])
+        with open(os.path.join(output_dir, "results.md")) as file:
+            table = file.read()
+        self.assertIn("| cnn | 161,834 | 1500.0* |", table)
+        self.assertIn("* : the mean over the seeds that record them", table)
+        record = read_json(metrics_path("cnn", 0))
+        del record["train_steps_this_run"]
+        with open(metrics_path("cnn", 0), "w") as file:
+            json.dump(record, file)
+        again = comparison.compare(["self_attention", "cnn"], "mnist",
+                                   **kwargs)
+        self.assertIsNone(again["routers"]["cnn"]["train_ms_per_step"])
+        with open(os.path.join(output_dir, "results.md")) as file:
+            self.assertIn("| cnn | 161,834 | n/a |", file.read())
+        with open(os.path.join(output_dir, "results.csv")) as file:
+            rows = {row["router"]: row for row in csv.DictReader(file)}
+        self.assertEqual(rows["cnn"]["train_ms_per_step"], "nan")
+        with open(os.path.join(output_dir, "results.json")) as file:
+            self.assertIsNone(
+                json.load(file)["routers"]["cnn"]["train_ms_per_step"])
+
+    def _check_unreadable_records(self, output_dir, kwargs):
+        """Broken records name their file (#27, defect 10)."""
+        def corrupt(path):
+            with open(path, "rb") as file:
+                content = file.read()
+            with open(path, "w") as file:
+                file.write('{"settings": \x01')
+            return content
+
+        # robustness.json is compare's own, derived data: computed again.
+        folder = comparison.run_dir(output_dir, "cnn", 0)
+        evaluation = os.path.join(folder, "robustness.json")
+        before = comparison.compare(["cnn"], "mnist", **kwargs)
+        corrupt(evaluation)
+        with self.assertLogs(level="WARNING") as logs:
+            after = comparison.compare(["cnn"], "mnist", **kwargs)
+        self.assertIn(repr(evaluation), "\n".join(logs.output))
+        self.assertEqual(after["routers"]["cnn"]["accuracy"],
+                         before["routers"]["cnn"]["accuracy"])
+        with open(evaluation) as file:
+            self.assertIn("clean", json.load(file))
+        # A model's metrics.json and compare.json: one error naming the
+        # file and what to do; nothing overwritten.
+        for path, advice in (
+                (os.path.join(folder, "metrics.json"),
+                 "move the model's folder"),
+                (os.path.join(output_dir, "compare.json"),
+                 "use another --output-dir")):
+            content = corrupt(path)
+            with self.assertRaisesRegex(ValueError, "unreadable") as raised:
+                comparison.compare(["cnn"], "mnist", **kwargs)
+            self.assertIn(repr(path), str(raised.exception))
+            self.assertIn(advice, str(raised.exception))
+            self.assertNotIn("\n", str(raised.exception))
+            with open(path) as file:
+                self.assertEqual(file.read(), '{"settings": \x01')
+            with open(path, "wb") as file:
+                file.write(content)
+
+    def _check_data(self, output_dir, data_dir, results, kwargs):
+        """The data is recorded and other data refused (#27, defect 3)."""
+        with open(os.path.join(output_dir, "compare.json")) as file:
+            settings = file.read()
+        data = json.loads(settings)["data"]
+        self.assertEqual(data["data_dir"], os.path.abspath(data_dir))
+        self.assertEqual(sorted(data["files"]),
+                         sorted(name for pair in idx.IDX_FILES.values()
+                                for name in pair))
+        for name, record in data["files"].items():
+            with open(os.path.join(data_dir, name), "rb") as file:
+                content = file.read()
+            self.assertEqual(record, {
+                "bytes": len(content),
+                "sha256": hashlib.sha256(content).hexdigest()})
+        self.assertEqual(results["settings"]["data"], data)
+        for run in results["models"]:
+            self.assertEqual(run["evaluation"]["settings"]["data"], data)
+
+        # Other data, one more router: refused before anything trains.
+        other = _tiny_mnist(os.path.join(self.get_temp_dir(), "other"),
+                            seed=5)
+        with self.assertRaisesRegex(
+                ValueError, r"other settings or data \(differing: "
+                r"data.data_dir: '[^']*mnist' before, '[^']*other' now"):
+            comparison.compare(["self_attention", "cnn", "dynamic"],
+                               "mnist", **{**kwargs, "data_dir": other})
+        # The same folder with other test files: refused too.
+        _tiny_mnist(data_dir, seed=5)
+        with self.assertRaisesRegex(
+                ValueError, r"data.files.t10k-images-idx3-ubyte.gz.sha256: "
+                r"'[0-9a-f]{64}' before, '[0-9a-f]{64}' now"):
+            comparison.compare(["self_attention", "cnn", "dynamic"],
+                               "mnist", **kwargs)
+        self.assertFalse(os.path.exists(
+            comparison.run_dir(output_dir, "dynamic", 0)))
+        with open(os.path.join(output_dir, "compare.json")) as file:
+            self.assertEqual(file.read(), settings)
+
+        # A comparison from before the data was recorded: refused.
+        legacy = os.path.join(self.get_temp_dir(), "legacy")
+        shutil.copytree(output_dir, legacy)
+        with open(os.path.join(legacy, "compare.json"), "w") as file:
+            json.dump({key: value for key, value
+                       in json.loads(settings).items() if key != "data"},
+                      file)
+        with self.assertRaisesRegex(
+                ValueError, "earlier keras_caps that did not record"):
+            comparison.compare(["self_attention", "cnn"], "mnist",
+                               **{**kwargs, "output_dir": legacy})
 
     def test_bad_input(self):
         output_dir = os.path.join(self.get_temp_dir(), "unused")
