@@ -19,6 +19,7 @@ import requests
 import tensorflow_datasets as tfds
 
 from keras_caps.datasets import idx
+from keras_caps.datasets import prepared_folders
 
 DATA_DIR_ENV = "KERAS_CAPS_DATA_DIR"
 
@@ -71,10 +72,12 @@ def load_image_arrays(dataset, data_dir=None, download=True):
         ds = load_tfds(dataset, split, download=download,
                        as_supervised=True)
         images, labels = [], []
-        for image_batch, label_batch in tfds.as_numpy(
-                ds.batch(_MATERIALIZE_BATCH)):
-            images.append(image_batch.reshape(-1, 28, 28))
-            labels.append(label_batch)
+        with prepared_folders.read_errors_named(dataset, split, None,
+                                                download):
+            for image_batch, label_batch in tfds.as_numpy(
+                    ds.batch(_MATERIALIZE_BATCH)):
+                images.append(image_batch.reshape(-1, 28, 28))
+                labels.append(label_batch)
         arrays[split] = (np.concatenate(images).astype("uint8"),
                          np.concatenate(labels).astype("int64"))
     return arrays
@@ -106,10 +109,14 @@ def load_tfds(name, split, data_dir=None, download=True, **kwargs):
 
     Raises:
         ValueError: if the dataset is not prepared there and cannot be
-            downloaded (`download=False`, or its hosts are unreachable).
+            downloaded (`download=False`, or its hosts are unreachable),
+            or if its prepared folder is incomplete or damaged (no or a
+            corrupt `dataset_info.json`, missing or truncated shard
+            files; see `prepared_folders.check_prepared_folder`).
     """
     where = data_dir or "the default TFDS data directory"
     logging.info("Loading TFDS %r split %r from %s.", name, split, where)
+    prepared_folders.check_prepared_folder(name, split, data_dir, download)
     try:
         return _tfds_load(name, split, data_dir, False, kwargs)
     except _NOT_PREPARED as error:

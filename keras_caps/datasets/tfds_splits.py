@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_caps.datasets import holdout
+from keras_caps.datasets import prepared_folders
 from keras_caps.datasets import sources
 
 _LABEL_BATCH = 65536
@@ -78,8 +79,10 @@ def _labels(name, tfds_split, data_dir, download, label_key, image_keys):
     def concat(total, batch):
         return tf.concat([total, batch], axis=0)
 
-    labels = examples.map(label).batch(_LABEL_BATCH).reduce(
-        tf.zeros((0,), tf.int64), concat)
+    with prepared_folders.read_errors_named(name, tfds_split, data_dir,
+                                            download):
+        labels = examples.map(label).batch(_LABEL_BATCH).reduce(
+            tf.zeros((0,), tf.int64), concat)
     return labels.numpy()
 
 
