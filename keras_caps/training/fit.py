@@ -246,29 +246,64 @@ def _train_chief(network, splits, settings, run, distribution,
                  backup_frequency, verbose):
     """Trains or resumes, then writes each missing artifact in turn.
 
-    Each stage is recorded in `run.json` once its artifact is written, and
-    the backup is deleted last: a crash at any point leaves a folder that
-    the same command completes without repeating a finished stage.
+    Each stage is recorded in `run.json` once it is done (training first,
+    before `model.keras` is written: a rerun rebuilds a missing
+    `model.keras` from the best checkpoint), and the backup is deleted
+    last: a crash or a full disk at any point leaves a folder that the
+    same command completes without repeating a finished stage.
     """
-    output_dir = run.path
-    model_path = os.path.join(output_dir, "model.keras")
     progress = run.progress
     if "trained" in progress:  # Resumed after training: the saved model.
-        if not os.path.exists(model_path):
-            raise ValueError(
-                f"The run in {output_dir!r} finished training but its "
-                "model.keras is gone, so its remaining artifacts cannot be "
-                "written. Pass `--fresh` (`fresh=True`) to train again.")
-        network.load_weights(model_path)
+        save_model = _reload_trained(network, run.path, progress["trained"])
         logging.info("Training finished earlier in %s: writing what is "
-                     "missing.", output_dir)
+                     "missing.", run.path)
     else:
-        trained = _fit_and_select(network, splits, settings, output_dir,
+        trained = _fit_and_select(network, splits, settings, run.path,
                                   backup_frequency, verbose)
+        save_model = True
+    try:
+        if "trained" not in progress:
+            run.update(trained=trained)
+        return _write_artifacts(network, splits["test"], settings, run,
+                                distribution, save_model)
+    except OSError as error:
+        raise _training_kept(error, run.path) from error
+
+
+def _reload_trained(network, output_dir, trained):
+    """Loads the trained model of a run that finished training; returns
+    whether `model.keras` is missing (and must be written)."""
+    model_path = os.path.join(output_dir, "model.keras")
+    best_path = os.path.join(output_dir, "checkpoints", "best.keras")
+    final_path = os.path.join(output_dir, "backup", "latest.weights.h5")
+    if os.path.exists(model_path):
+        network.load_weights(model_path)
+        return False
+    if trained.get("selected_epoch") is not None and os.path.exists(
+            best_path):
+        network.load_weights(best_path)  # The selected model.
+    elif trained.get("selected_epoch") is None and os.path.exists(
+            final_path):
+        network.load_weights(final_path)  # No epoch was selected.
+    else:
+        raise ValueError(
+            f"The run in {output_dir!r} finished training but its "
+            "model.keras and best checkpoint are gone, so its remaining "
+            "artifacts cannot be written. Pass `--fresh` (`fresh=True`) "
+            "to train again.")
+    return True
+
+
+def _write_artifacts(network, test_split, settings, run, distribution,
+                     save_model):
+    """Writes the model, test metrics, export and `metrics.json` a run
+    still lacks, recording each in `run.json`; returns the record."""
+    output_dir, progress = run.path, run.progress
+    model_path = os.path.join(output_dir, "model.keras")
+    if save_model:
         save_model_atomically(network, model_path)
-        run.update(trained=trained)
     if "test" not in progress:
-        run.update(test=_test(network, splits["test"]))
+        run.update(test=_test(network, test_split))
     export_dir = os.path.join(output_dir, "export")
     if not progress.get("exported") or not is_keras_caps_export(export_dir):
         # A rerun replaces the export of an earlier run (only an export of
@@ -284,6 +319,27 @@ def _train_chief(network, splits, settings, run, distribution,
     shutil.rmtree(os.path.join(output_dir, "backup"), ignore_errors=True)
     run.update(complete=True)
     return record
+
+
+def _training_kept(error, output_dir):
+    """`error` (writing an artifact after training failed) as an `OSError`
+    whose message says where the trained model is and how to finish."""
+    best_path = os.path.join(output_dir, "checkpoints", "best.keras")
+    backup_path = os.path.join(output_dir, "backup")
+    kept = (f"the selected model is in {best_path!r}"
+            if os.path.exists(best_path)
+            else f"its final state is in {backup_path!r}")
+    what = error.strerror or str(error)
+    if error.filename:
+        what = f"{what}: {error.filename!r}"
+    message = (
+        f"Training finished, but writing the run's files failed ({what}). "
+        f"The training is not lost: {kept}, and run.json records it. Free "
+        "the space (or fix the folder) and rerun the same command: it "
+        "writes the missing files without training again.")
+    if error.errno is None:
+        return OSError(message)
+    return OSError(error.errno, message)
 
 
 def _missing_artifacts(output_dir):
