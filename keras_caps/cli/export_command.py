@@ -16,9 +16,10 @@ def add_export_command(commands):
                         help="Also serve the reconstruction.")
     export.add_argument("--overwrite", action="store_true",
                         help="Replace a previous keras-caps export at "
-                        "--export-dir. Anything else there (a file, other "
-                        "files, a SavedModel from elsewhere) is never "
-                        "replaced.")
+                        "--export-dir, holding only the files it wrote, "
+                        "unchanged. Anything else there (a file, other "
+                        "files in any subfolder, a changed file, a "
+                        "SavedModel from elsewhere) is never replaced.")
     export.add_argument("--input-range", default="pixels",
                         choices=("pixels", "unit"),
                         help="What the served signature takes: pixels "

@@ -290,11 +290,13 @@ def _fingerprint(path):
 def is_keras_caps_export(path):
     """Whether `path` is a folder holding an export of keras_caps only.
 
-    That is: it holds a readable `keras_caps_export.json` marker, and every
-    file and folder under it, at any depth, is one that marker lists, with
-    the size and SHA-256 it recorded (a file added, replaced or edited
-    anywhere makes the folder not an export of keras_caps, so that nothing
-    in it is ever deleted or replaced). Links are never ours.
+    That is: it holds a readable `keras_caps_export.json` marker, every
+    file under it, at any depth, is one that marker lists, with the size
+    and SHA-256 it recorded, and every folder is one it lists (a file or
+    folder added, a file removed, replaced or edited anywhere makes the
+    folder not an export of keras_caps, so that nothing in it is ever
+    deleted or replaced; only a listed empty folder may be missing). Links
+    are never ours.
 
     An export written before the marker recorded every file (it lists only
     the top-level names) is recognised when its top level holds only those
@@ -337,7 +339,9 @@ def _holds_only(marker, folders, files):
     except (KeyError, TypeError, ValueError):
         return False
     files = {name: path for name, path in files.items() if name != MARKER}
-    if folders != recorded_folders or set(files) != set(contents):
+    # A recorded folder may be missing (copy tools drop empty folders): no
+    # file of anyone's is in it. Any other folder or file is not ours.
+    if not folders <= recorded_folders or set(files) != set(contents):
         return False
     try:  # The sizes first: cheap, and they catch most changes.
         if any(os.path.getsize(path) != contents[name].get("size")

@@ -77,8 +77,19 @@ def test_a_replaced_file_makes_the_export_not_ours(export_copy):
     data[-1] ^= 0xFF  # Same size, other bytes.
     index.write_bytes(bytes(data))
     assert not is_keras_caps_export(str(export_copy))
-    (export_copy / "assets").rmdir()  # A folder missing: not ours either.
-    index.write_bytes(bytes(data[:-1]))
+    index.write_bytes(bytes(data[:-1]))  # Shorter.
+    assert not is_keras_caps_export(str(export_copy))
+    data[-1] ^= 0xFF
+    index.write_bytes(bytes(data))  # As written: ours again.
+    assert is_keras_caps_export(str(export_copy))
+    # An empty folder of ours may be missing (copy tools drop them), a
+    # file may not, and a folder of someone else's makes it not ours.
+    (export_copy / "assets").rmdir()
+    assert is_keras_caps_export(str(export_copy))
+    (export_copy / "mine").mkdir()
+    assert not is_keras_caps_export(str(export_copy))
+    (export_copy / "mine").rmdir()
+    index.unlink()
     assert not is_keras_caps_export(str(export_copy))
 
 
