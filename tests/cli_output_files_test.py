@@ -98,7 +98,9 @@ def test_a_users_files_are_refused(run, tmp_path, capsys):
         assert _evaluate(run, tmp_path / output) == 2
         assert "was not written by `keras-caps evaluate`" in _error(capsys)
         assert _plot_curves(run, tmp_path / output) == 2
-        assert "was not written by `keras-caps plot`" in _error(capsys)
+        error = _error(capsys)
+        assert "was not written by `keras-caps plot`" in error
+        assert f"`--output` {str(tmp_path / output)!r}" in error
     assert _snapshot(tmp_path) == before
     assert os.path.islink(tmp_path / "link.json")
 

@@ -57,9 +57,13 @@ def _add_figure_arguments(plot):
 
 def run_plot(args):
     """Draws the figure. Returns 0, or 2 without matplotlib."""
+    from keras_caps.training.output_files import check_output_path
     from keras_caps.visualization import plot_to_file
+    from keras_caps.visualization.plot_files import PLOT_MARK
 
     output = args.output or f"{args.kind}.png"
+    # As `plot_to_file` does, with the message naming the option.
+    check_output_path(output, PLOT_MARK, "--output")
     try:
         plot_to_file(
             args.kind, output, model_path=args.model_path,
