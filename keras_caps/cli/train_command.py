@@ -18,7 +18,7 @@ def add_train_command(commands):
     add_data_arguments(train)
     _add_run_arguments(train)
     _add_temperature_arguments(train)
-    train.set_defaults(handler=run_train)
+    train.set_defaults(handler=run_train, on_interrupt=describe_interrupted)
 
 
 def _add_recipe_arguments(train):
@@ -97,8 +97,7 @@ def run_train(args):
     """Trains as the flags say; prints the metrics record. Returns 0."""
     from keras_caps import training
 
-    output_dir = args.output_dir or os.path.join(
-        "runs", f"{args.model}_{args.dataset}")
+    output_dir = _output_dir(args)
     record = training.train(
         args.model, args.dataset, output_dir=output_dir,
         epochs=args.epochs, batch_size=args.batch_size,
@@ -116,3 +115,28 @@ def run_train(args):
     print(json.dumps(record, indent=2, sort_keys=True))
     print(f"Saved model, export and metrics under {output_dir}")
     return 0
+
+
+def _output_dir(args):
+    return args.output_dir or os.path.join(
+        "runs", f"{args.model}_{args.dataset}")
+
+
+def describe_interrupted(args):
+    """What an interrupted `train` kept (its backup and best checkpoint so
+    far) and how to resume: the line `keras-caps` prints after Ctrl-C."""
+    output_dir = _output_dir(args)
+    kept = []
+    backup = os.path.join(output_dir, "backup")
+    if os.path.isdir(backup) and os.listdir(backup):
+        kept.append(f"the training so far in {backup!r}")
+    best = os.path.join(output_dir, "checkpoints", "best.keras")
+    if os.path.exists(best):
+        kept.append(f"the best model so far in {best!r}")
+    if not os.path.exists(os.path.join(output_dir, "run.json")):
+        return "nothing was saved."
+    if not kept:
+        return (f"no training was saved yet in {output_dir!r}; rerun the "
+                "same command to start it again.")
+    return (f"kept {' and '.join(kept)}. Rerun the same command to resume "
+            "where it stopped.")
