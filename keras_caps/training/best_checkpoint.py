@@ -1,4 +1,3 @@
-import json
 import logging
 import math
 import os
@@ -7,6 +6,8 @@ import keras
 
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
+from keras_caps.training.record_files import UnreadableRecordError
+from keras_caps.training.record_files import read_json_record
 
 # Single-object accuracy, then MultiMNIST's official per-digit accuracy.
 _PREFERRED_MONITORS = ("val_length_accuracy", "val_accuracy",
@@ -46,11 +47,21 @@ class BestCheckpoint(keras.callbacks.Callback):
         self.best_epoch = None
 
     def on_train_begin(self, logs=None):
-        if os.path.exists(self._state_path):
-            with open(self._state_path) as file:
-                state = json.load(file)
-            self.best, self.best_epoch = state["best"], state["epoch"]
-            self.monitor = state["monitor"]
+        if not os.path.exists(self._state_path):
+            return
+        try:
+            state = read_json_record(self._state_path)
+            best, epoch = state["best"], state["epoch"]
+            monitor = state["monitor"]
+        except (UnreadableRecordError, KeyError) as error:
+            reason = (str(error) if isinstance(error, ValueError) else
+                      f"The record {self._state_path!r} lacks {error}.")
+            raise ValueError(
+                f"{reason} It holds the best validation value of the "
+                f"checkpoint {self.path!r}, which a resumed run compares "
+                "against. Delete both files to keep the next epoch's model "
+                "as the best, or pass `--fresh` to train again.") from None
+        self.best, self.best_epoch, self.monitor = best, epoch, monitor
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}

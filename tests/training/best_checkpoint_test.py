@@ -37,3 +37,14 @@ class BestCheckpointTest(TestCase):
         self.assertEqual((resumed.best, resumed.best_epoch), (0.5, 0))
         resumed.on_epoch_end(2, {"val_accuracy": 0.45})
         self.assertEqual(resumed.best_epoch, 0)
+
+    def test_an_unreadable_state_is_named_with_the_fix(self):
+        path = os.path.join(self.get_temp_dir(), "best.keras")
+        for text, reason in (('{"best": 0.5, "epo', "not valid JSON"),
+                             ('{"best": 0.5}', "lacks 'epoch'")):
+            with open(path + ".json", "w") as file:
+                file.write(text)
+            with self.assertRaisesRegex(
+                    ValueError, f"best.keras.json.*{reason}.*Delete both "
+                    "files"):
+                BestCheckpoint(path).on_train_begin()
