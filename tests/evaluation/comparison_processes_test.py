@@ -92,6 +92,11 @@ def _compare_lines(stderr):
             if line.startswith("keras-caps compare:")]
 
 
+def _model_finished(output_dir):
+    return os.path.exists(os.path.join(_model_folder(output_dir),
+                                       "metrics.json"))
+
+
 def _assert_lock_free(output_dir):
     with RunLock(_model_folder(output_dir)):
         pass
@@ -121,6 +126,7 @@ def test_killed_child_killed_parent_and_ctrl_c(data_dir, tmp_path):
         os.kill(parent.pid, signum)
         parent.communicate(timeout=60)
         assert _wait_gone(child, 5), f"child outlived its parent ({signum})"
+        assert not _model_finished(output_dir)  # Killed, not finished.
         _assert_lock_free(output_dir)
 
     # Ctrl-C sent to the parent alone: it stops its child, prints one line
@@ -135,6 +141,7 @@ def test_killed_child_killed_parent_and_ctrl_c(data_dir, tmp_path):
     assert line.startswith("keras-caps compare: interrupted: ")
     assert str(output_dir) in line and "run the same command again" in line
     assert not _alive(child)
+    assert not _model_finished(output_dir)  # Stopped, not finished.
     _assert_lock_free(output_dir)
 
 
