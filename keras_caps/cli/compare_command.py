@@ -103,6 +103,6 @@ def _interrupted(args):
             for name in os.listdir(models))
     except OSError:  # No model started.
         finished = 0
-    return (f"{finished} trained model(s) are kept in {models!r}, and the "
-            "interrupted model's last backup; run the same command again "
-            "to resume.")
+    return (f"{finished} trained model(s) and the interrupted model's last "
+            f"backup are kept in {models!r}; run the same command again to "
+            "resume.")

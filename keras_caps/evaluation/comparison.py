@@ -604,7 +604,8 @@ def results_markdown(results):
     steps = ("all" if settings["steps_per_epoch"] is None
              else settings["steps_per_epoch"])
     lines = [
-        f"Dataset `{settings['dataset']}` ({_data_text(settings['data'])})"
+        f"Dataset `{settings['dataset']}` "
+        f"({_data_text(settings.get('data'))})"
         f", {len(settings['seeds'])} seeds "
         f"{settings['seeds']}, {settings['epochs']} epochs of {steps} "
         f"steps, batch {settings['batch_size']}, one recipe "
@@ -636,6 +637,8 @@ def results_markdown(results):
 
 
 def _data_text(data):
+    if data is None:  # A results.json of an earlier keras_caps.
+        return "data not recorded"
     where = data["data_dir"] or "the default TFDS data directory"
     if "tfds" in data:
         return (f"TFDS {data['tfds']['name']} {data['tfds']['version']} "
@@ -647,13 +650,13 @@ def _speed_cell(row):
     speed = row["train_ms_per_step"]
     if speed is None:
         return "n/a"
-    partial = len(row["speed_seeds"]) < row["num_seeds"]
+    partial = len(row.get("speed_seeds", ())) < row["num_seeds"]
     return f"{speed:.1f}" + ("*" if partial else "")
 
 
 def _speed_notes(rows):
     """Footnotes for the ms/step cells that are not over every seed."""
-    if all(len(row["speed_seeds"]) == row["num_seeds"]
+    if all(len(row.get("speed_seeds", ())) == row["num_seeds"]
            for row in rows.values()):
         return []
     return ["", "ms/step n/a: no seed's `metrics.json` records the optimizer "

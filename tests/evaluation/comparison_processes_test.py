@@ -39,13 +39,16 @@ def data_dir(tmp_path):
                              synthetic_digits(16, seed=1))
 
 
-def _start(data_dir, output_dir):
+def _start(data_dir, output_dir, new_session=False):
+    """`keras-caps compare` in a process (with its own process group when
+    `new_session`, so that a signal can go to parent and child at once)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
            "KERAS_BACKEND": "tensorflow"}
     return subprocess.Popen(
         [sys.executable, "-m", "keras_caps.cli",
          *_flags(data_dir, output_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=new_session)
 
 
 def _model_folder(output_dir):
@@ -129,20 +132,26 @@ def test_killed_child_killed_parent_and_ctrl_c(data_dir, tmp_path):
         assert not _model_finished(output_dir)  # Killed, not finished.
         _assert_lock_free(output_dir)
 
-    # Ctrl-C sent to the parent alone: it stops its child, prints one line
-    # saying what was kept, exit 130, no traceback from either.
-    parent = _start(data_dir, output_dir)
-    child = _training_child(parent, output_dir)
-    os.kill(parent.pid, signal.SIGINT)
-    stdout, stderr = parent.communicate(timeout=120)
-    assert parent.returncode == 130, stderr
-    assert "Traceback" not in stdout + stderr
-    (line,) = _compare_lines(stderr)
-    assert line.startswith("keras-caps compare: interrupted: ")
-    assert str(output_dir) in line and "run the same command again" in line
-    assert not _alive(child)
-    assert not _model_finished(output_dir)  # Stopped, not finished.
-    _assert_lock_free(output_dir)
+    # Ctrl-C, sent to the parent alone (it stops its child) and, as a
+    # terminal does, to the whole process group: one line saying what was
+    # kept, exit 130, no traceback from either process.
+    for to_group in (False, True):
+        parent = _start(data_dir, output_dir, new_session=to_group)
+        child = _training_child(parent, output_dir)
+        if to_group:
+            os.killpg(parent.pid, signal.SIGINT)
+        else:
+            os.kill(parent.pid, signal.SIGINT)
+        stdout, stderr = parent.communicate(timeout=120)
+        assert parent.returncode == 130, stderr
+        assert "Traceback" not in stdout + stderr
+        (line,) = _compare_lines(stderr)
+        assert line.startswith("keras-caps compare: interrupted: ")
+        assert str(output_dir) in line
+        assert "run the same command again" in line
+        assert not _alive(child)
+        assert not _model_finished(output_dir)  # Stopped, not finished.
+        _assert_lock_free(output_dir)
 
 
 def test_a_child_whose_folder_is_in_use_is_one_line(data_dir, tmp_path,
