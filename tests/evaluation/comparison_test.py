@@ -5,9 +5,11 @@ import io
 import json
 import os
 import shutil
+from unittest import mock
 
 import keras
 import numpy as np
+import tensorflow_datasets as tfds
 
 from keras_caps import cli
 from keras_caps.datasets import idx
@@ -299,6 +301,35 @@ class CompareTest(TestCase):
             with self.assertRaisesRegex(error, message):
                 comparison.compare(output_dir=output_dir, **kwargs)
         self.assertFalse(os.path.exists(output_dir))
+
+    def test_records_a_tfds_dataset_by_name_and_version(self):
+        # No data folder: the TFDS dataset (not prepared here, downloads
+        # off), recorded by name and version before it is read.
+        output_dir = os.path.join(self.get_temp_dir(), "compare")
+        tfds_dir = os.path.join(self.get_temp_dir(), "tfds")
+        os.makedirs(tfds_dir)
+        kwargs = dict(output_dir=output_dir, seeds=[0], epochs=1,
+                      steps_per_epoch=1, batch_size=8, reconstruction=False,
+                      isolation="session", download=False)
+        environment = {key: value for key, value in os.environ.items()
+                       if key != "KERAS_CAPS_DATA_DIR"}
+        with mock.patch.dict(os.environ, {**environment,
+                                          "TFDS_DATA_DIR": tfds_dir},
+                             clear=True):
+            with self.assertRaisesRegex(ValueError, "not prepared"):
+                comparison.compare(["cnn"], "mnist", **kwargs)
+        with open(os.path.join(output_dir, "compare.json")) as file:
+            data = json.load(file)["data"]
+        self.assertEqual(data, {"data_dir": None, "tfds": {
+            "name": "mnist",
+            "version": str(tfds.builder_cls("mnist").VERSION)}})
+        # The same comparison from IDX files: other data, refused.
+        data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"))
+        with self.assertRaisesRegex(
+                ValueError, r"data.data_dir: None before, '[^']*mnist' now; "
+                r"data.files: absent before, .*; data.tfds: .* absent now"):
+            comparison.compare(["cnn"], "mnist",
+                               **{**kwargs, "data_dir": data_dir})
 
     def test_refuses_a_folder_that_is_not_a_comparison(self):
         output_dir = os.path.join(self.get_temp_dir(), "busy")
