@@ -115,7 +115,9 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             model. Defaults to `1234`.
         isolation: str. `"process"` (default): each model trains and is
             evaluated in a process of its own, so the peak memory is one
-            model's; `"session"`: in this process, after
+            model's; the process dies with this one (see
+            `keras_caps.evaluation.comparison_process`); `"session"`: in
+            this process, after
             `keras.backend.clear_session()` (no process start-up, but
             memory grows by some megabytes per model).
         verbose: Keras `fit` verbosity. Defaults to `0`.
