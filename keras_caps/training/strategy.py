@@ -7,8 +7,10 @@ import signal
 import threading
 
 import tensorflow as tf
+from tensorflow.python.eager import context
 
 from keras_caps.training.worker_rendezvous import wait_for_workers
+from keras_caps.training.worker_rendezvous import watch_startup
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 
@@ -26,8 +28,10 @@ def get_strategy(name="auto", tpu_address=None,
     - `"multi_worker"`: `MultiWorkerMirroredStrategy` configured from the
       `TF_CONFIG` environment variable, which must be set. It first
       waits (logging which) for the other workers to start, at most
-      `worker_timeout` seconds, and stops on SIGTERM or SIGINT meanwhile
-      (see `worker_rendezvous.wait_for_workers`).
+      `worker_timeout` seconds, then gives TensorFlow's start-up of the
+      cluster as long again; it stops on SIGTERM or SIGINT meanwhile,
+      and names the workers that stopped answering after that time (see
+      `worker_rendezvous.wait_for_workers` and `watch_startup`).
     - `"tpu"`: `TPUStrategy` from a TPU cluster resolver (`tpu_address`, or
       the environment's TPU).
     - `"auto"`: a TPU if one can be resolved, else `multi_worker` when
@@ -42,7 +46,8 @@ def get_strategy(name="auto", tpu_address=None,
         name: str. One of `STRATEGIES`.
         tpu_address: str or None. Address of the TPU for `"tpu"`.
         worker_timeout: float. Seconds `"multi_worker"` waits for the other
-            workers to start. Defaults to 600.
+            workers to start, and then for TensorFlow's start-up of the
+            cluster. Defaults to 600.
 
     Returns:
         A `tf.distribute.Strategy`.
@@ -101,12 +106,36 @@ def _multi_worker_strategy(cluster, worker_timeout):
         wait_for_workers(cluster, task_type, task_id, worker_timeout)
     main_thread = threading.current_thread() is threading.main_thread()
     sigterm_handler = signal.getsignal(signal.SIGTERM)
-    strategy = MultiWorkerMirroredStrategy()
+    # A peer that stops now, after greeting, would leave TensorFlow waiting
+    # for it: the watchdog bounds that wait too, and stops on signals.
+    with watch_startup(cluster, task_type, task_id, worker_timeout):
+        _without_coordination_service()
+        strategy = MultiWorkerMirroredStrategy()
     if main_thread and sigterm_handler is not None:
+        # With a coordination service configured by the caller,
         # TensorFlow's preemption notifier replaced the SIGTERM handler
         # with one that only logs: give SIGTERM its meaning back.
         signal.signal(signal.SIGTERM, sigterm_handler)
     return strategy
+
+
+def _without_coordination_service():
+    """Has the strategy start without TensorFlow's coordination service.
+
+    Unless one was configured already. With it, the strategy's constructor
+    waits for every worker in a barrier that `worker_timeout` cannot
+    bound, inside one call that holds the interpreter,
+    and installs a preemption notifier that turns SIGTERM into a log line:
+    a peer that stops after `wait_for_workers` then leaves this process
+    waiting, deaf to signals, with no Python thread able to run. Without
+    it, the strategy waits for the cluster with a first collective that
+    releases the interpreter (so `watch_startup`'s watchdog can act),
+    SIGTERM keeps its meaning, and the strategy's own health check
+    detects failed peers during training.
+    """
+    tf_context = context.context()
+    if tf_context.coordination_service is None:
+        tf_context.configure_coordination_service(service_type="")
 
 
 class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):

@@ -1,19 +1,30 @@
 """Waiting for the other workers of a cluster, with a limit and in Python.
 
-`tf.distribute.MultiWorkerMirroredStrategy()` blocks inside TensorFlow,
-holding the interpreter, until every worker has joined: a peer that never
-starts makes it wait silently and forever, and TensorFlow's own SIGTERM
-handler swallows the signals meant to stop it. `wait_for_workers` runs
-first: it listens on this worker's cluster port and greets every peer on
-theirs until all have started and greeted it back, logging
-which workers it waits for, raising `WorkersNotReadyError` after `timeout`
-seconds and leaving with exit status 128 + the signal on SIGTERM or SIGINT.
-The port is released before TensorFlow's server binds it.
+`tf.distribute.MultiWorkerMirroredStrategy()` waits inside TensorFlow
+until every worker has joined: a peer that never starts makes it wait
+silently and forever. `wait_for_workers` runs first: it listens on this
+worker's cluster port and greets every peer on theirs until all have
+started and greeted it back, logging which workers it waits for, raising
+`WorkersNotReadyError` after `timeout` seconds and leaving with exit status
+128 + the signal on SIGTERM or SIGINT. The port is released before
+TensorFlow's server binds it.
+
+A peer can still stop after greeting, leaving TensorFlow to wait for it
+inside C++, where the main thread runs no Python code (signal handlers
+included). `watch_startup` bounds that start-up by the same timeout and
+keeps SIGTERM and SIGINT effective: a watchdog thread names the workers
+that no longer answer and ends the process. That thread needs TensorFlow
+to release the interpreter while it waits, which the training recipe's
+strategy ensures (see `strategy._without_coordination_service`).
 """
 
+import contextlib
 import logging
+import os
+import select
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -49,13 +60,7 @@ def wait_for_workers(cluster, task_type, task_id, timeout,
                      "worker", 0, timeout=600)
     ```
     """
-    if task_type not in _COORDINATED_JOBS:
-        return
-    peers = {
-        f"{job} {index}": address
-        for job in _COORDINATED_JOBS
-        for index, address in enumerate(cluster.get(job, []))
-        if (job, index) != (task_type, task_id)}
+    peers = _peers(cluster, task_type, task_id)
     if not peers:
         return
     own_address = cluster[task_type][task_id]
@@ -96,6 +101,20 @@ def wait_for_workers(cluster, task_type, task_id, timeout,
     finally:
         listener.close()
         _restore(handlers)
+
+
+def _peers(cluster, task_type, task_id):
+    """`{"worker 1": address}` of the other chiefs and workers to wait for.
+
+    Empty for tasks that do not wait (an evaluator, say).
+    """
+    if task_type not in _COORDINATED_JOBS:
+        return {}
+    return {
+        f"{job} {index}": address
+        for job in _COORDINATED_JOBS
+        for index, address in enumerate(cluster.get(job, []))
+        if (job, index) != (task_type, task_id)}
 
 
 def _describe(workers):
@@ -173,3 +192,166 @@ def _stop_on_signals():
 def _restore(handlers):
     for signum, handler in (handlers or {}).items():
         signal.signal(signum, handler)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextlib.contextmanager
+def watch_startup(cluster, task_type, task_id, timeout, poll_seconds=0.1):
+    """Ends the process when the cluster's start-up in TensorFlow hangs.
+
+    Wrap the creation of `tf.distribute.MultiWorkerMirroredStrategy` in it,
+    after `wait_for_workers`: a peer that greeted and then stopped makes
+    TensorFlow wait for it forever, inside C++, where Python code (signal
+    handlers included) does not run. Meanwhile a watchdog thread:
+
+    - after `timeout` seconds, logs one error line naming the peers whose
+      port no longer answers (all peers when every port answers) and ends
+      the process with exit status 1;
+    - on SIGTERM or SIGINT, logs which and ends the process with exit
+      status 128 + the signal.
+
+    The thread runs only while TensorFlow releases the interpreter as it
+    waits: TensorFlow's coordination service does not (its start-up
+    barrier holds it) and takes SIGTERM over, so start the strategy
+    without it (as `get_strategy` does).
+
+    Nothing is left to clean up at that point (the training recipe writes
+    nothing and holds no lock before its strategy exists), so the process
+    ends without unwinding the main thread. Signals are watched only when
+    this runs in the main thread (where Python lets handlers be set).
+
+    Args:
+        cluster: dict. `TF_CONFIG`'s `cluster`.
+        task_type: str. This task's type (other tasks than `"chief"` and
+            `"worker"` are not watched).
+        task_id: int. This task's index.
+        timeout: float. Seconds the start-up may take.
+        poll_seconds: float. Seconds between two checks of the watchdog.
+
+    Example:
+
+    ```python
+    cluster = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
+    wait_for_workers(cluster, "worker", 0, timeout=600)
+    with watch_startup(cluster, "worker", 0, timeout=600):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    ```
+    """
+    peers = _peers(cluster, task_type, task_id)
+    if not peers or task_type not in cluster:
+        yield
+        return
+    own = f"{task_type} {task_id} at {cluster[task_type][task_id]}"
+    logging.info("Starting TensorFlow's multi-worker runtime (at most %g s).",
+                 timeout)
+    with _StartupWatchdog(peers, own, timeout, poll_seconds):
+        yield
+
+
+class _StartupWatchdog:
+    """The daemon thread of `watch_startup` and the signal set-up it needs.
+
+    While it runs, SIGTERM's and SIGINT's Python handlers do nothing
+    themselves: the interpreter's C-level handler, which runs whatever the
+    main thread does, writes the signal's number to a socket (Python's
+    wakeup fd), and the thread, waiting on that socket, ends the process.
+    """
+
+    def __init__(self, peers, own, timeout, poll_seconds):
+        self._peers, self._own = peers, own
+        self._timeout, self._poll_seconds = timeout, poll_seconds
+        self._stopping = threading.Event()
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._wake_writer.setblocking(False)
+        self._previous = None  # Python handlers and wakeup fd, to restore.
+        self._deadline = None
+        self._thread = threading.Thread(
+            target=self._watch, name="keras_caps-startup-watchdog",
+            daemon=True)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            handlers = {signum: signal.signal(signum, _left_to_watchdog)
+                        for signum in _STOP_SIGNALS}
+            wakeup = signal.set_wakeup_fd(self._wake_writer.fileno(),
+                                          warn_on_full_buffer=False)
+            self._previous = handlers, wakeup
+        self._deadline = time.monotonic() + self._timeout
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._previous is not None:
+            handlers, wakeup = self._previous
+            # Handlers first: a signal that comes before the wakeup fd is
+            # restored still wakes the thread, which ends the process.
+            _restore(handlers)
+            signal.set_wakeup_fd(wakeup)
+        self._stopping.set()
+        self._thread.join()
+        self._wake_reader.close()
+        self._wake_writer.close()
+        return False
+
+    def _watch(self):
+        while True:
+            stopping = self._stopping.is_set()
+            wait = 0.0 if stopping else max(0.0, min(
+                self._poll_seconds, self._deadline - time.monotonic()))
+            readable, _, _ = select.select([self._wake_reader], [], [], wait)
+            if readable:
+                self._stop_on_signal(self._wake_reader.recv(64))
+            if stopping:
+                return
+            if time.monotonic() >= self._deadline:
+                self._time_out()
+
+    def _stop_on_signal(self, signal_numbers):
+        for signum in signal_numbers:
+            if signum in _STOP_SIGNALS:
+                _exit_now(
+                    f"Stopped by {signal.Signals(signum).name} while "
+                    "TensorFlow's multi-worker runtime was starting (this is "
+                    f"{self._own}).", 128 + signum)
+
+    def _time_out(self):
+        silent = {name: address for name, address in self._peers.items()
+                  if not _answers(address)}
+        named = (f"not answering: {_describe(silent)}" if silent else
+                 f"every port answers, but some of {_describe(self._peers)} "
+                 "did not join")
+        _exit_now(
+            f"Timed out after {self._timeout:g} s waiting for TensorFlow's "
+            f"multi-worker start-up (this is {self._own}); {named}. A worker "
+            "that stops after the workers have greeted each other leaves "
+            "the others waiting: stop every worker and start them all "
+            "again with the same command, or raise `--worker-timeout`.", 1)
+
+
+def _left_to_watchdog(signum, frame):
+    """SIGTERM's and SIGINT's Python handler while `_StartupWatchdog` runs."""
+
+
+def _exit_now(message, status):
+    """Logs `message` and ends the process with `status`, from any thread.
+
+    `os._exit`, because the main thread is held inside TensorFlow's C++
+    code: it would never see an exception, and `sys.exit` in this thread
+    would end only this thread.
+    """
+    logging.error("%s", message)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _answers(address):
+    """Whether something accepts connections at `address`."""
+    try:
+        with socket.create_connection(_split(address), timeout=1.0):
+            return True
+    except OSError:
+        return False

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from keras_caps.training import worker_rendezvous
 
 _WAIT = """
@@ -131,3 +133,70 @@ def test_workers_started_at_different_times_all_proceed():
     assert (f"Waiting for workers to start: worker 1 at "
             f"{cluster['worker'][1]}") in errors[0]
     assert "All 2 workers have started." in errors[1]
+
+
+def _started(process):
+    """Reads `process`'s stderr until the rendezvous is over; the lines."""
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if "All 2 workers have started." in line:
+            return lines
+    return lines
+
+
+@pytest.mark.single_backend
+def test_a_worker_that_greets_and_stops_is_named_and_times_out(tmp_path):
+    """#27: TensorFlow used to wait for it forever, after the rendezvous."""
+    cluster = _cluster()
+    process = _train(cluster, tmp_path, timeout=3)
+    peer = _wait(cluster, 1, timeout=60)  # Greets, then exits.
+    try:
+        started = _started(process)
+        assert peer.communicate(timeout=60)[0].strip() == "all started"
+        peer_gone = time.time()
+        _, err = process.communicate(timeout=60)
+        stopped_after = time.time() - peer_gone
+    finally:
+        for child in (process, peer):
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    err = "".join(started) + err
+    assert process.returncode == 1, err[-3000:]
+    assert "Traceback" not in err
+    (line,) = [line for line in err.splitlines()
+               if line.startswith("Timed out after 3 s")]
+    assert ("waiting for TensorFlow's multi-worker start-up (this is "
+            f"worker 0 at {cluster['worker'][0]}); not answering: worker 1 "
+            f"at {cluster['worker'][1]}.") in line, line
+    assert "--worker-timeout" in line
+    assert stopped_after < 3 + 15, stopped_after
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.single_backend
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_start_up_after_the_rendezvous(tmp_path, signum):
+    """#27: TensorFlow held the interpreter and took SIGTERM over."""
+    cluster = _cluster()
+    process = _train(cluster, tmp_path, timeout=300)
+    peer = _wait(cluster, 1, timeout=60)  # Greets, then exits.
+    try:
+        _started(process)
+        peer.communicate(timeout=60)
+        time.sleep(3)  # TensorFlow now waits for worker 1, in C++.
+        process.send_signal(signum)
+        signalled = time.time()
+        _, err = process.communicate(timeout=20)
+        stopped_after = time.time() - signalled
+    finally:
+        for child in (process, peer):
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert process.returncode == 128 + signum, err[-3000:]
+    assert (f"Stopped by {signum.name} while TensorFlow's multi-worker "
+            "runtime was starting (this is worker 0") in err
+    assert "Traceback" not in err
+    assert stopped_after < 5, stopped_after
