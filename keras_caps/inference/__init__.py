@@ -8,10 +8,19 @@ credit of each input position). `keras_caps.export` writes them as
 SavedModels. `load_model_file` loads a saved `.keras` model with errors
 that say what is wrong with the file, and `check_pixel_range` checks
 images against the models' input contract (raw pixels in [0, 255]).
+`predict_images` classifies image files with a `.keras` model or a
+SavedModel export (`ExportedClassifier`, which needs TensorFlow), printing
+the class names kept with the model (`find_class_names`).
 """
 
 from keras_caps.inference.batch_norm_folding import fold_batch_normalization
+from keras_caps.inference.class_names import find_class_names
+from keras_caps.inference.class_names import read_class_names
+from keras_caps.inference.class_names import write_class_names
 from keras_caps.inference.credit_model import credit_model
+from keras_caps.inference.exported_classifier import ExportedClassifier
+from keras_caps.inference.image_prediction import find_image_paths
+from keras_caps.inference.image_prediction import predict_images
 from keras_caps.inference.inference_model import inference_model
 from keras_caps.inference.model_file_loading import load_model_file
 from keras_caps.inference.pixel_range import check_pixel_range
