@@ -169,6 +169,10 @@ def _class_names(arrays, splits, path):
     largest = max(int(labels.max()) for _, labels in splits.values()
                   if labels.size)
     if "class_names" not in arrays:
+        if largest < 1:
+            raise ValueError(
+                f"The labels of {path!r} hold one class only (0); a "
+                "classifier needs at least 2 classes.")
         return tuple(str(index) for index in range(largest + 1))
     names = arrays["class_names"]
     if names.ndim != 1 or names.dtype.kind not in "USO":

@@ -1,0 +1,83 @@
+import numpy as np
+import pytest
+
+from keras_caps.datasets import npz_arrays
+
+pytestmark = pytest.mark.single_backend
+
+
+def write(tmp_path, **arrays):
+    path = tmp_path / "data.npz"
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def valid(num_train=6, num_test=4, shape=(8, 8)):
+    rng = np.random.default_rng(0)
+    return {
+        "x_train": rng.integers(0, 256, (num_train, *shape)).astype("uint8"),
+        "y_train": np.arange(num_train) % 3,
+        "x_test": rng.integers(0, 256, (num_test, *shape)).astype("uint8"),
+        "y_test": np.arange(num_test) % 3}
+
+
+def test_reads_both_splits_and_adds_a_channel(tmp_path):
+    arrays = valid()
+    data = npz_arrays.read_npz_arrays(write(tmp_path, **arrays))
+    np.testing.assert_array_equal(data.train[0][..., 0], arrays["x_train"])
+    np.testing.assert_array_equal(data.train[1], arrays["y_train"])
+    np.testing.assert_array_equal(data.test[0][..., 0], arrays["x_test"])
+    assert data.test[1].dtype == np.int64
+    assert data.class_names == ("0", "1", "2")
+    assert len(data.source["sha256"]) == 64
+
+
+def test_class_names_and_unit_floats(tmp_path):
+    arrays = valid(shape=(4, 4, 3))
+    unit = arrays["x_train"] / 255.0
+    path = write(tmp_path, **{**arrays, "x_train": unit},
+                 class_names=np.array(["ant", "bee", "cat", "dog"]))
+    data = npz_arrays.read_npz_arrays(path)
+    np.testing.assert_array_equal(data.train[0], arrays["x_train"])
+    assert data.class_names == ("ant", "bee", "cat", "dog")
+    assert data.source["scaled_from_unit_range"]
+
+
+def test_converts_size_and_colour(tmp_path):
+    arrays = valid(shape=(8, 8, 3))
+    arrays["x_train"][:] = 90
+    data = npz_arrays.read_npz_arrays(write(tmp_path, **arrays),
+                                      image_size=(4, 4),
+                                      color_mode="grayscale")
+    assert data.train[0].shape == (6, 4, 4, 1)
+    np.testing.assert_array_equal(data.train[0], 90)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"y_test": None}, r"lacks the arrays \['y_test'\]"),
+    ({"y_train": np.arange(5) % 3}, "differ in length: 6 images, 5"),
+    ({"y_train": np.array([0, 1, 2, 0, 1, -1])}, "y_train.*from 0"),
+    ({"y_train": np.linspace(0, 1, 6)}, "y_train.*integer class ids"),
+    ({"x_train": np.zeros((6, 8, 8, 2))}, "x_train.*1 or 3 channels"),
+    ({"x_train": np.zeros((6, 8))}, r"x_train.*Received shape \(6, 8\)"),
+    ({"x_test": np.full((4, 8, 8), 300.0)}, r"x_test.*\[0, 255\]"),
+    ({"x_test": np.zeros((4, 9, 9))}, "different shapes"),
+    ({"class_names": np.array(["a", "b"])}, "go up to 2.*2 names"),
+    ({"y_train": np.zeros(6, "int64"), "y_test": np.zeros(4, "int64")},
+     "one class only"),
+])
+def test_bad_arrays_name_the_key(tmp_path, change, message):
+    arrays = {**valid(), **change}
+    arrays = {key: value for key, value in arrays.items()
+              if value is not None}
+    with pytest.raises(ValueError, match=message):
+        npz_arrays.read_npz_arrays(write(tmp_path, **arrays))
+
+
+def test_not_an_npz_file(tmp_path):
+    path = tmp_path / "data.npz"
+    path.write_text("hello")
+    with pytest.raises(ValueError, match="Cannot read .* as a NumPy .npz"):
+        npz_arrays.read_npz_arrays(str(path))
+    with pytest.raises(ValueError, match="`dataset`: no file"):
+        npz_arrays.read_npz_arrays(str(tmp_path / "missing.npz"))
