@@ -29,6 +29,7 @@ from keras_caps.cli.compare_command import add_compare_command
 from keras_caps.cli.evaluate_command import add_evaluate_command
 from keras_caps.cli.export_command import add_export_command
 from keras_caps.cli.plot_command import add_plot_command
+from keras_caps.cli.predict_command import add_predict_command
 from keras_caps.cli.train_command import add_train_command
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -54,6 +55,7 @@ def build_parser():
     add_export_command(commands)
     add_plot_command(commands)
     add_compare_command(commands)
+    add_predict_command(commands)
     return parser
 
 
