@@ -15,8 +15,10 @@ from keras_caps.datasets.dataset_info import DATASETS
 from keras_caps.datasets.dataset_info import DatasetInfo
 
 _SUBMODULES = ("augmentation", "cifar", "crops", "fashion_mnist", "holdout",
-               "idx", "mnist", "mnist_canvas", "multi_mnist", "pipeline",
-               "smallnorb", "sources", "tfds_splits")
+               "idx", "image_arrays", "image_folder", "image_memory",
+               "image_shifts", "mnist", "mnist_canvas", "multi_mnist",
+               "npz_arrays", "pipeline", "smallnorb", "sources",
+               "tfds_images", "tfds_splits", "user_dataset")
 
 
 def __getattr__(name):
