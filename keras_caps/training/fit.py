@@ -82,7 +82,10 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     after training) and, once the run is complete, does nothing but return
     its `metrics.json`. Other settings raise a `ValueError` listing the
     differences, unless `fresh=True`. A second process on the same folder
-    raises `FolderInUseError` at once.
+    raises `FolderInUseError` at once. Everything that can refuse a run
+    (the backend, which must be TensorFlow, the settings, the data, the
+    model and its options) is checked before the folder is claimed, so a
+    refused call writes nothing there.
 
     Args:
         model: str. A key of `MODELS`. Defaults to `"efficient_capsnet"`.
