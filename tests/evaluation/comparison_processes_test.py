@@ -3,6 +3,7 @@
 killed parent takes its child with it (the run lock is free at once),
 Ctrl-C stops parent and child with one line and no traceback."""
 
+import functools
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent import futures
 
 import pytest
 
@@ -105,12 +107,8 @@ def _assert_lock_free(output_dir):
         pass
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"),
-                    reason="reads /proc")
-def test_killed_child_killed_parent_and_ctrl_c(data_dir, tmp_path):
-    output_dir = tmp_path / "compare"
-
-    # The child is killed while training: one line naming the model.
+def _kill_the_child(data_dir, output_dir):
+    """The child is killed while training: one line naming the model."""
     parent = _start(data_dir, output_dir)
     os.kill(_training_child(parent, output_dir), signal.SIGKILL)
     stdout, stderr = parent.communicate(timeout=120)
@@ -121,37 +119,64 @@ def test_killed_child_killed_parent_and_ctrl_c(data_dir, tmp_path):
     assert _MODEL in line and "killed by SIGKILL" in line
     assert "run the same command again" in line
 
-    # The parent is killed (SIGKILL, then SIGTERM): its child goes with it
-    # at once, and the lock is free. Each rerun takes the lock again.
-    for signum in (signal.SIGKILL, signal.SIGTERM):
-        parent = _start(data_dir, output_dir)
-        child = _training_child(parent, output_dir)
-        os.kill(parent.pid, signum)
-        parent.communicate(timeout=60)
-        assert _wait_gone(child, 5), f"child outlived its parent ({signum})"
-        assert not _model_finished(output_dir)  # Killed, not finished.
-        _assert_lock_free(output_dir)
 
-    # Ctrl-C, sent to the parent alone (it stops its child) and, as a
-    # terminal does, to the whole process group: one line saying what was
-    # kept, exit 130, no traceback from either process.
-    for to_group in (False, True):
-        parent = _start(data_dir, output_dir, new_session=to_group)
-        child = _training_child(parent, output_dir)
-        if to_group:
-            os.killpg(parent.pid, signal.SIGINT)
-        else:
-            os.kill(parent.pid, signal.SIGINT)
-        stdout, stderr = parent.communicate(timeout=120)
-        assert parent.returncode == 130, stderr
-        assert "Traceback" not in stdout + stderr
-        (line,) = _compare_lines(stderr)
-        assert line.startswith("keras-caps compare: interrupted: ")
-        assert str(output_dir) in line
-        assert "run the same command again" in line
-        assert not _alive(child)
-        assert not _model_finished(output_dir)  # Stopped, not finished.
-        _assert_lock_free(output_dir)
+def _kill_the_parent(data_dir, output_dir, signum):
+    """The parent is killed: its child goes with it at once, unfinished,
+    and the lock is free."""
+    parent = _start(data_dir, output_dir)
+    child = _training_child(parent, output_dir)
+    os.kill(parent.pid, signum)
+    parent.communicate(timeout=60)
+    assert _wait_gone(child, 5), f"child outlived its parent ({signum})"
+    assert not _model_finished(output_dir)  # Killed, not finished.
+    _assert_lock_free(output_dir)
+
+
+def _interrupt(data_dir, output_dir, to_group):
+    """Ctrl-C, sent to the parent alone (it stops its child) or, as a
+    terminal does, to the whole process group: one line saying what was
+    kept, exit 130, no traceback from either process."""
+    parent = _start(data_dir, output_dir, new_session=to_group)
+    child = _training_child(parent, output_dir)
+    if to_group:
+        os.killpg(parent.pid, signal.SIGINT)
+    else:
+        os.kill(parent.pid, signal.SIGINT)
+    stdout, stderr = parent.communicate(timeout=120)
+    assert parent.returncode == 130, stderr
+    assert "Traceback" not in stdout + stderr
+    (line,) = _compare_lines(stderr)
+    assert line.startswith("keras-caps compare: interrupted: ")
+    assert str(output_dir) in line
+    assert "run the same command again" in line
+    assert not _alive(child)
+    assert not _model_finished(output_dir)  # Stopped, not finished.
+    _assert_lock_free(output_dir)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="reads /proc")
+def test_killed_child_killed_parent_and_ctrl_c(data_dir, tmp_path):
+    # Three comparison folders at once, to share the processes' start-up
+    # time; in each, every step after the first reruns the same command
+    # (it takes the model's lock again and resumes).
+    sequences = {
+        "a": [_kill_the_child,
+              functools.partial(_kill_the_parent, signum=signal.SIGKILL)],
+        "b": [functools.partial(_kill_the_parent, signum=signal.SIGTERM),
+              functools.partial(_interrupt, to_group=False)],
+        "c": [functools.partial(_interrupt, to_group=True)],
+    }
+
+    def run(name, steps):
+        for step in steps:
+            step(data_dir, tmp_path / name)
+
+    with futures.ThreadPoolExecutor(len(sequences)) as pool:
+        running = [pool.submit(run, name, steps)
+                   for name, steps in sequences.items()]
+        for sequence in running:
+            sequence.result()
 
 
 def test_a_child_whose_folder_is_in_use_is_one_line(data_dir, tmp_path,
