@@ -109,6 +109,11 @@ def resolve_user_dataset(spec, *, image_size=None, color_mode=None,
             location, image_size=image_size, color_mode=color_mode,
             data_dir=data_dir, download=download)
         test = {"source": "test split"}
+    if len(arrays.class_names) < 2:
+        raise ValueError(
+            f"Received an invalid value for `dataset`: {spec} has "
+            f"{len(arrays.class_names)} class; a classifier needs at least "
+            "2.")
     return UserDataset(spec, arrays, test)
 
 
@@ -120,6 +125,8 @@ def _parse_spec(spec):
             "npz:PATH, tfds:NAME). Received: dataset="
             f"{spec!r}")
     kind, _, location = spec.partition(":")
+    if kind != "tfds":
+        location = os.path.expanduser(location)
     if not location:
         raise ValueError(
             f"Received an invalid value for `dataset`: nothing after "
@@ -138,7 +145,8 @@ def _read_folder(path, image_size, color_mode, test_dir, test_share, seed):
                 f"test_dir={test_dir!r}, test_share={test_share!r}")
         source = arrays.source
         test = image_folder.read_image_folder(
-            test_dir, image_size=tuple(source["image_size"]),
+            os.path.expanduser(os.fspath(test_dir)),
+            image_size=tuple(source["image_size"]),
             color_mode=source["color_mode"],
             class_names=arrays.class_names, argument="test_dir")
         record = {"source": "test_dir",
@@ -276,8 +284,9 @@ class UserDataset:
             A `tf.data.Dataset` with known cardinality.
 
         Raises:
-            ValueError: bad arguments, or an empty split (too few images
-                for a holdout).
+            ValueError: bad arguments, an empty split (too few images
+                for a holdout), or a training split smaller than
+                `batch_size`.
         """
         import tensorflow as tf
 
@@ -290,6 +299,14 @@ class UserDataset:
         images, labels = holdout.select_split(
             {"train": self.arrays.train, "test": self.arrays.test}, split,
             validation, seed)
+        if training and len(labels) < batch_size:
+            raise ValueError(
+                f"Received an invalid value for `batch_size`: the "
+                f"{split!r} split of {self.spec} holds {len(labels)} "
+                f"images, fewer than a batch, so training would see no "
+                f"batch (the last partial batch is dropped). Pass a "
+                f"batch_size of at most {len(labels)} (--batch-size). "
+                f"Received: batch_size={batch_size}")
         if not len(labels):
             raise ValueError(
                 f"The {split!r} split of {self.spec} is empty: "

@@ -119,6 +119,7 @@ def test_npz_and_tfds_specs(tmp_path):
 @pytest.mark.parametrize("spec, options, message", [
     ("mnist", {}, "`dataset`, expected a name starting with"),
     ("folder:", {}, "nothing after 'folder:'"),
+    ("folder:~/no_such_folder_here", {}, "`dataset`: '/.*no_such_folder"),
     ("npz:x.npz", {"test_share": 0.1}, "folder: datasets only"),
     ("folder:x", {"test_share": 1.0}, "strictly between 0 and 1"),
     ("folder:x", {"test_share": 0.1, "test_dir": "t"}, "not both"),
@@ -142,3 +143,5 @@ def test_too_few_images(tmp_path):
                                              test_share=0.3)
     with pytest.raises(ValueError, match="'validation' split .* is empty"):
         data.load("validation", batch_size=2)
+    with pytest.raises(ValueError, match="`batch_size`.* holds 2 images"):
+        data.load("train", batch_size=3, validation="test")
