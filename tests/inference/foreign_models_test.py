@@ -120,11 +120,15 @@ def _check_with_a_rewired_copy(model):
         check_application_model(rewired, "model")
 
 
+# The check reads the model's graph, the same under every backend; building
+# these models takes minutes under JAX.
+@pytest.mark.single_backend
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_application_models_pass_rewired_copies_do_not(name):
     _check_with_a_rewired_copy(BUILDERS[name]())
 
 
+@pytest.mark.single_backend
 def test_legacy_models_pass_rewired_copies_do_not():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
