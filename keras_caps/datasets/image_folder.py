@@ -80,8 +80,10 @@ def read_image_folder(path, *, image_size=None, color_mode=None,
     image_size = image_size or _common_size(headers, path, argument)
     color_mode = color_mode or _color_mode(headers)
     channels = image_arrays.CHANNELS[color_mode]
-    image_memory.check_fits_in_memory(
+    needed = image_memory.check_fits_in_memory(
         len(headers), (*image_size, channels), f"{argument} {path!r}")
+    logging.info("Decoding %d images of %s into memory (%.1f MiB).",
+                 len(headers), path, needed / 2 ** 20)
     images, labels, paths = _decode(headers, image_size, color_mode,
                                     unreadable)
     _report_unreadable(unreadable, path)
