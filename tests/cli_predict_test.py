@@ -1,6 +1,7 @@
 """`keras-caps predict` in-process: tables, JSON, class names, exports."""
 
 import json
+import shutil
 
 import keras
 import numpy as np
@@ -80,7 +81,7 @@ def test_json_scores_and_class_names_beside_the_model(saved, capsys,
         for index in np.argsort(-saved["scores"][0])]
     beside = tmp_path / "run"
     beside.mkdir()
-    saved["model"].save(beside / "model.keras")
+    shutil.copy(saved["path"], beside / "model.keras")
     (beside / "class_names.json").write_text('["x", "y", "z"]')
     status, out, _ = _predict(capsys, beside / "model.keras",
                               saved["files"][0], "--json", "--top-k", "1")
@@ -130,6 +131,8 @@ def test_bad_inputs_exit_2_with_one_line(saved, capsys, tmp_path):
         capsys, tmp_path / "none.keras", saved["images"])
     assert "not a keras_caps SavedModel export" in _error(
         capsys, tmp_path, saved["images"])
+    assert "holds 'model.keras': pass that file" in _error(
+        capsys, saved["path"].rsplit("/", 1)[0], saved["images"])
     assert "nowhere.png" in _error(capsys, saved["path"],
                                    tmp_path / "nowhere.png")
     assert "No image files matched" in _error(capsys, saved["path"],

@@ -93,10 +93,15 @@ def _input_range(path, where):
     """The marker's `input_range` (`"pixels"` if it predates the field)."""
     marker = os.path.join(path, _MARKER)
     if not os.path.isdir(path) or not os.path.isfile(marker):
+        models = sorted(name for name in os.listdir(path)
+                        if name.endswith(".keras")) if os.path.isdir(
+                            path) else []
+        hint = (f" It holds {models[0]!r}: pass that file instead."
+                if models else "")
         raise ValueError(
             f"{where} is not a keras_caps SavedModel export: no {_MARKER} in "
             "it. Expected a .keras file or a folder written by "
-            "`keras-caps export`.")
+            f"`keras-caps export`.{hint}")
     try:
         with open(marker, encoding="utf-8") as file:
             record = json.load(file)

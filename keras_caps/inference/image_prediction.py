@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_caps import model_roles as roles
 from keras_caps.inference.class_names import check_class_names
+from keras_caps.inference.class_names import find_class_names
 from keras_caps.inference.exported_classifier import ExportedClassifier
 
 _COLOR_MODES = {1: "grayscale", 3: "rgb"}
@@ -38,8 +39,9 @@ def predict_images(model, paths, *, top_k=5, class_names=None, batch_size=32,
             files, subfolders included, sorted by path) and glob patterns
             (`"photos/*.jpg"`, `"photos/**/*.png"`).
         top_k: int >= 1. Classes per image (at most the number of classes).
-        class_names: list of str, one per class, or None for the class
-            indices as strings (`"0"`, `"1"`, ...).
+        class_names: list of str, one per class, or None: the names kept
+            with a `model` given as a path (`find_class_names`), else the
+            class indices as strings (`"0"`, `"1"`, ...).
         batch_size: int >= 1. Images read and run at once.
         resize: bool. Resize images to the model's input size; with
             `False`, an image of another size is an error.
@@ -73,6 +75,8 @@ def predict_images(model, paths, *, top_k=5, class_names=None, batch_size=32,
     """
     _check_positive_int("top_k", top_k)
     _check_positive_int("batch_size", batch_size)
+    if class_names is None and isinstance(model, (str, os.PathLike)):
+        class_names = find_class_names(model)
     scorer = _Scorer(model, reconstruction)
     image_files = find_image_paths(paths)
     num_classes = scorer.num_classes

@@ -12,6 +12,7 @@ from keras_caps.datasets.image_files import UnreadableImageError
 from keras_caps.inference import find_image_paths
 from keras_caps.inference import inference_model
 from keras_caps.inference import predict_images
+from keras_caps.inference import write_class_names
 from keras_caps.testing.image_folders import write_image_folder
 from keras_caps.testing.image_folders import write_truncated_image
 from tests.visualization.tiny_models import tiny_capsnet
@@ -21,6 +22,13 @@ from tests.visualization.tiny_models import tiny_capsnet
 def gray_model():
     keras.utils.set_random_seed(0)
     return EfficientCapsNet("mnist", input_shape=(16, 16, 1), num_classes=3)
+
+
+@pytest.fixture(scope="module")
+def rgb_model():
+    keras.utils.set_random_seed(0)
+    return EfficientCapsNet("mnist", input_shape=(12, 12, 3), num_classes=2,
+                            reconstruction=False)
 
 
 @pytest.fixture
@@ -56,9 +64,9 @@ def test_scores_are_the_model_scores_of_each_file(gray_model, folder):
         assert record["top_k"][0][1] == pytest.approx(scores.max(), 1e-5)
 
 
-def test_rgb_model_gets_three_channels_and_resized_images(tmp_path):
-    model = EfficientCapsNet("mnist", input_shape=(12, 12, 3),
-                             num_classes=2, reconstruction=False)
+def test_rgb_model_gets_three_channels_and_resized_images(rgb_model,
+                                                         tmp_path):
+    model = rgb_model
     paths = write_image_folder(tmp_path, {"a": 2}, size=(16, 16),
                                formats=("png",), colors=("L",))["a"]
     records = predict_images(model, paths, top_k=5)
@@ -87,11 +95,9 @@ def test_reconstructions_match_the_inference_model(gray_model, folder):
                                    atol=1e-6)
 
 
-def test_a_model_without_decoder_has_no_reconstruction(folder):
-    model = EfficientCapsNet("mnist", input_shape=(16, 16, 1),
-                             num_classes=3, reconstruction=False)
+def test_a_model_without_decoder_has_no_reconstruction(rgb_model, folder):
     with pytest.raises(ValueError, match="decoder"):
-        predict_images(model, folder, reconstruction=True)
+        predict_images(rgb_model, folder, reconstruction=True)
 
 
 def test_without_resizing_a_size_mismatch_names_the_file(gray_model,
@@ -101,6 +107,16 @@ def test_without_resizing_a_size_mismatch_names_the_file(gray_model,
     with pytest.raises(ValueError, match=r"big.png.*20x18.*16x16"):
         predict_images(gray_model, [path], resize=False)
     assert len(predict_images(gray_model, [path])) == 1
+
+
+def test_class_names_kept_beside_a_model_path(gray_model, folder, tmp_path):
+    gray_model.save(tmp_path / "model.keras")
+    write_class_names(tmp_path / "class_names.json", ["x", "y", "z"])
+    records = predict_images(str(tmp_path / "model.keras"), folder)
+    assert {name for record in records
+            for name, _ in record["top_k"]} == {"x", "y", "z"}
+    with pytest.raises(ValueError, match="names a class twice"):
+        write_class_names(tmp_path / "names.json", ["x", "x"])
 
 
 def test_paths_files_folders_and_globs(folder):
