@@ -337,9 +337,9 @@ def _training_kept(error, output_dir):
         what = f"{what}: {error.filename!r}"
     message = (
         f"Training finished, but writing the run's files failed ({what}). "
-        f"The training is not lost: {kept}, and run.json records it. Free "
-        "the space (or fix the folder) and rerun the same command: it "
-        "writes the missing files without training again.")
+        f"The training is not lost: {kept}. Free the space (or fix the "
+        "folder) and rerun the same command: it writes the missing files "
+        "without training again.")
     if error.errno is None:
         return OSError(message)
     return OSError(error.errno, message)
@@ -613,11 +613,12 @@ def _read_run_record(model_path):
     try:
         return read_json_record(path)
     except UnreadableRecordError as error:
-        raise ValueError(
+        message = (
             f"{error} evaluate reads the test-set options of the run from "
-            "the metrics.json beside the model. Rerun the `keras-caps "
-            "train` command that made the run to write it again (from its "
-            "run.json, without training), or delete it.") from None
+            "the metrics.json beside the model. Repair or delete it, or "
+            "rerun the `keras-caps train` command that made the run: it "
+            "writes the file again from its run.json, without training.")
+    raise ValueError(message) from None
 
 
 def describe_hardware():

@@ -41,7 +41,7 @@ def test_a_refused_option_leaves_the_folder_unclaimed(tmp_path, capsys,
     # same train command writes it again from run.json, without training.
     metrics_path.write_text('{"model": "cnn_baseline\x01", ')
     with pytest.raises(ValueError, match="metrics.json.*is unreadable.*"
-                       "Rerun the `keras-caps train` command"):
+                       "rerun the `keras-caps train` command"):
         training.evaluate(str(output_dir / "model.keras"), "mnist",
                           data_dir=data_dir)
 
