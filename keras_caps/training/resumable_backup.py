@@ -13,6 +13,7 @@ remaining steps of that epoch (see `keras_caps.training.fit`).
 import json
 import logging
 import os
+import shutil
 
 import keras
 
@@ -103,7 +104,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
                 state = json.load(file)
             if model.optimizer is not None and not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
-            model.load_weights(weights)
+            _load_weights(model, weights)
         except (OSError, ValueError) as error:
             logging.warning("The backup %s is unreadable (%s).", weights,
                             error)
@@ -160,6 +161,22 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
                   encoding="utf-8") as file:
             json.dump({"epoch": epoch, "steps_done_in_epoch": steps_done,
                        "iterations": _iterations(self.model)}, file)
+
+
+def _load_weights(model, path):
+    """`model.load_weights(path)`, also for the previous backup, whose
+    `.bkp` suffix Keras refuses: it is read through a copy."""
+    if path.endswith(".weights.h5"):
+        model.load_weights(path)
+        return
+    copy = os.path.join(os.path.dirname(path),
+                        f".tmp-{os.getpid()}-previous.weights.h5")
+    try:
+        shutil.copyfile(path, copy)
+        model.load_weights(copy)
+    finally:
+        if os.path.exists(copy):
+            os.remove(copy)
 
 
 def _iterations(model):

@@ -1,0 +1,85 @@
+"""`ResumableBackup`: where it resumes, from a whole, a torn or a broken
+backup, and from a backup of Keras' own `BackupAndRestore`."""
+
+import json
+import os
+import shutil
+
+import keras
+import numpy as np
+import pytest
+
+from keras_caps.training.resumable_backup import ResumableBackup
+
+
+def _model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def _iterations(model):
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+@pytest.fixture
+def backup_dir(tmp_path):
+    """A backup after one 4-step epoch saved every 2 steps: the latest
+    pair at the epoch's end, the previous one after its second step."""
+    folder = str(tmp_path / "backup")
+    backup = ResumableBackup(folder, save_freq=2)
+    backup.start(0, 0)
+    data = np.ones((8, 3)), np.zeros((8, 1))
+    _model().fit(*data, batch_size=2, epochs=1, callbacks=[backup],
+                 verbose=0)
+    assert backup.steps_this_run == 4
+    return folder
+
+
+def _restore(folder):
+    model = _model()
+    return ResumableBackup(folder, save_freq=2).restore(model), model
+
+
+def test_the_latest_backup_is_restored(backup_dir):
+    (position, model) = _restore(backup_dir)
+    assert position == (1, 0) and _iterations(model) == 4
+
+
+def test_a_torn_latest_pair_falls_back_to_the_previous(backup_dir):
+    # Killed between the weights and the metadata: old metadata.
+    latest = os.path.join(backup_dir, "training_metadata.json")
+    shutil.copy(latest + ".bkp", latest)
+    (position, model) = _restore(backup_dir)
+    assert position == (0, 2) and _iterations(model) == 2
+
+
+def test_a_kill_between_the_renames_keeps_the_latest_state(backup_dir):
+    weights = os.path.join(backup_dir, "latest.weights.h5")
+    os.replace(weights, weights + ".bkp")  # The metadata not yet moved.
+    (position, model) = _restore(backup_dir)
+    assert position == (1, 0) and _iterations(model) == 4
+
+
+def test_unreadable_weights_are_a_clear_error(backup_dir):
+    for name in ("latest.weights.h5", "latest.weights.h5.bkp"):
+        with open(os.path.join(backup_dir, name), "wb") as file:
+            file.write(b"truncated")
+    with pytest.raises(ValueError, match="backup in .*cannot be restored.*"
+                       "Delete that folder"):
+        _restore(backup_dir)
+
+
+def test_a_backup_of_keras_resumes_at_its_epoch(backup_dir):
+    # Keras' metadata: no step count, no iterations.
+    for suffix in ("", ".bkp"):
+        path = os.path.join(backup_dir, "training_metadata.json" + suffix)
+        with open(path, "w") as file:
+            json.dump({"epoch": 1, "batch": 0}, file)
+    (position, _) = _restore(backup_dir)
+    assert position == (1, 0)
+
+
+def test_no_backup_starts_at_the_beginning(tmp_path):
+    (position, model) = _restore(str(tmp_path / "none"))
+    assert position == (0, 0) and _iterations(model) == 0
