@@ -78,32 +78,19 @@ def _dense_targets(y_true, y_pred):
 def _concrete_values(tensor):
     """The values of `tensor` as a NumPy array, or None while tracing.
 
-    Inside `tf.function`, `jax.jit` or `torch.compile` the values are not
-    known, and a data-dependent Python error is impossible (JAX) or would
-    break the graph.
+    Inside `tf.function` or `jax.jit` the values are not known, and a
+    data-dependent Python error is impossible (JAX) or would break the
+    graph. Asking Keras for the values tells the two cases apart on every
+    backend: a symbolic tensor refuses the conversion (TensorFlow raises
+    `NotImplementedError`, a JAX tracer a `TypeError`). Under
+    `torch.compile` the conversion is a graph break, not an error.
     """
     if isinstance(tensor, np.ndarray):
         return tensor
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        if not tf.executing_eagerly() or not hasattr(tensor, "numpy"):
-            return None
-        return tensor.numpy()
-    if backend == "jax":
-        import jax
-
-        if isinstance(tensor, jax.core.Tracer):
-            return None
-        return np.asarray(tensor)
-    if backend == "torch":
-        import torch
-
-        if torch.compiler.is_compiling():
-            return None
-        return tensor.detach().cpu().numpy()
-    return None
+    try:
+        return ops.convert_to_numpy(tensor)
+    except (NotImplementedError, TypeError):
+        return None
 
 
 def _valid_class_ids(class_ids, num_classes):
