@@ -18,7 +18,7 @@ def add_train_command(commands):
     add_data_arguments(train)
     _add_run_arguments(train)
     _add_temperature_arguments(train)
-    train.set_defaults(handler=run_train, on_interrupt=describe_interrupted)
+    train.set_defaults(handler=run_train, on_interrupt=_describe_interrupted)
 
 
 def _add_recipe_arguments(train):
@@ -122,7 +122,7 @@ def _output_dir(args):
         "runs", f"{args.model}_{args.dataset}")
 
 
-def describe_interrupted(args):
+def _describe_interrupted(args):
     """What an interrupted `train` kept (its backup and best checkpoint so
     far) and how to resume: the line `keras-caps` prints after Ctrl-C."""
     output_dir = _output_dir(args)
@@ -133,10 +133,23 @@ def describe_interrupted(args):
     best = os.path.join(output_dir, "checkpoints", "best.keras")
     if os.path.exists(best):
         kept.append(f"the best model so far in {best!r}")
-    if not os.path.exists(os.path.join(output_dir, "run.json")):
+    record_path = os.path.join(output_dir, "run.json")
+    if not os.path.exists(record_path):
         return "nothing was saved."
+    if _is_complete(record_path):
+        return f"the run in {output_dir!r} was already complete; it is intact."
     if not kept:
         return (f"no training was saved yet in {output_dir!r}; rerun the "
                 "same command to start it again.")
     return (f"kept {' and '.join(kept)}. Rerun the same command to resume "
             "where it stopped.")
+
+
+def _is_complete(record_path):
+    from keras_caps.training.record_files import read_json_record
+
+    try:
+        progress = read_json_record(record_path).get("progress", {})
+    except (OSError, ValueError):
+        return False
+    return isinstance(progress, dict) and bool(progress.get("complete"))

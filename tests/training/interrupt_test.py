@@ -66,3 +66,24 @@ def test_ctrl_c_keeps_the_training_and_the_same_command_resumes(tmp_path):
         batch_size=16, backup_frequency=2, reconstruction=False, verbose=0)
     assert record["train_steps_this_run"] == 3 * 6 - done
     assert record["train_steps_total"] == 3 * 6
+
+
+def test_the_interrupt_line_says_what_the_folder_holds(tmp_path):
+    from keras_caps.cli import build_parser
+
+    output_dir = tmp_path / "run"
+    args = build_parser().parse_args(["train", "--output-dir",
+                                      str(output_dir)])
+    assert args.on_interrupt(args) == "nothing was saved."
+    output_dir.mkdir()
+    (output_dir / "run.json").write_text(
+        json.dumps({"settings": {}, "progress": {}}))
+    assert args.on_interrupt(args).startswith("no training was saved yet")
+    (output_dir / "checkpoints").mkdir()
+    (output_dir / "checkpoints" / "best.keras").write_bytes(b"model")
+    assert args.on_interrupt(args).startswith(
+        "kept the best model so far in ")
+    (output_dir / "run.json").write_text(
+        json.dumps({"settings": {}, "progress": {"complete": True}}))
+    assert args.on_interrupt(args).endswith("was already complete; it is "
+                                            "intact.")
