@@ -64,10 +64,11 @@ def main(argv=None):
 
     Returns the exit status: 0 on success, 2 for bad arguments or data
     (one line on stderr), 1 when the environment fails (a folder in use, a
-    full or read-only disk), 130 after Ctrl-C (one line saying what was
-    kept: a subcommand that saves progress registers
+    full or read-only disk, a corrupt data file, a worker of a
+    multi-worker run that died, memory exhausted), 130 after Ctrl-C (one
+    line saying what was kept: a subcommand that saves progress registers
     `set_defaults(on_interrupt=describe)`, `describe(args)` returning that
-    line's text).
+    text, which the environment failures repeat).
 
     Example:
 
@@ -99,6 +100,43 @@ def main(argv=None):
         print(f"keras-caps {args.command}: error: {_one_line(error)}",
               file=sys.stderr)
         return 1
+    except Exception as error:
+        runtime_failure = _tensorflow_runtime_failure(error)
+        if runtime_failure is None:
+            raise
+        describe = getattr(args, "on_interrupt", None)
+        kept = f" {describe(args)}" if describe else ""
+        print(f"keras-caps {args.command}: error: {runtime_failure}{kept}",
+              file=sys.stderr)
+        return 1
+
+
+# TensorFlow's errors that the environment causes while data is read or a
+# distributed step runs, with what they mean to a user. Any other error is
+# a bug and keeps its traceback.
+_RUNTIME_FAILURES = {
+    "DataLossError": "a data file is corrupt or truncated. If the data "
+    "comes from TFDS, delete its prepared folder so that it is prepared "
+    "again, or pass the --data-dir of a complete copy",
+    "UnavailableError": "a worker of the run stopped answering (it died "
+    "or its network failed); restart every worker with the same command",
+    "ResourceExhaustedError": "memory ran out; use a smaller --batch-size",
+    "DeadlineExceededError": "a worker of the run did not answer in time; "
+    "restart every worker with the same command",
+}
+
+
+def _tensorflow_runtime_failure(error):
+    """One line for a TensorFlow runtime failure, else `None`."""
+    tensorflow = sys.modules.get("tensorflow")
+    if tensorflow is None or not isinstance(error,
+                                            tensorflow.errors.OpError):
+        return None
+    meaning = _RUNTIME_FAILURES.get(type(error).__name__)
+    if meaning is None:
+        return None
+    detail = " ".join(str(error.message).split())[:300]
+    return f"{meaning} (TensorFlow: {type(error).__name__}: {detail})."
 
 
 def _one_line(error):
