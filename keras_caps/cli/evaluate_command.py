@@ -5,10 +5,15 @@ import json
 import sys
 
 from keras_caps.cli.argument_types import positive_int
+from keras_caps.cli.shared_arguments import DATASET_HELP
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
+from keras_caps.cli.shared_arguments import add_user_data_arguments
+from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_options
 from keras_caps.cli.shared_arguments import requested_corruptions
+from keras_caps.cli.shared_arguments import user_data_options
+from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.training.output_files import WRITTEN_BY
 from keras_caps.training.output_files import check_output_path
 
@@ -19,8 +24,6 @@ replaced by a later `keras-caps evaluate --output`."""
 
 def add_evaluate_command(commands):
     """Registers `evaluate` and its handler on the subparsers `commands`."""
-    from keras_caps.datasets import DATASETS
-
     evaluate = commands.add_parser(
         "evaluate", help="Evaluate a saved .keras model, or official "
         "Efficient-CapsNet/CapsNet .h5 weights, on the test split.")
@@ -32,10 +35,14 @@ def add_evaluate_command(commands):
     evaluate.add_argument("--model", default="efficient_capsnet",
                           choices=["efficient_capsnet", "capsnet"],
                           help="The model the --weights belong to.")
-    evaluate.add_argument("--dataset", default="mnist",
-                          choices=sorted(DATASETS))
+    evaluate.add_argument("--dataset", default="mnist", type=dataset_name,
+                          help=DATASET_HELP + " Your own data is read as "
+                          "the run that trained --model-path read it (its "
+                          "metrics.json), unless the flags below say "
+                          "otherwise.")
     evaluate.add_argument("--batch-size", type=positive_int, default=16)
     add_data_arguments(evaluate)
+    add_user_data_arguments(evaluate)
     evaluate.add_argument("--seed", type=int, default=42)
     evaluate.add_argument("--output", default=None,
                           help="Also write the metrics to this JSON file "
@@ -75,6 +82,20 @@ def run_evaluate(args):
 def _check_evaluate_arguments(args, corruptions):
     if args.output:
         check_output_path(args.output, EVALUATE_MARK, "--output")
+    user_data = is_user_dataset(args.dataset)
+    if user_data and args.weights:
+        raise ValueError(
+            "--weights loads official weights of a built-in dataset; "
+            "evaluate a model trained on your own data with --model-path. "
+            f"Received: --dataset {args.dataset}")
+    if not user_data:
+        _refuse_user_data_flags(args)
+    if user_data and corruptions:
+        raise ValueError(
+            "The corruption options (--noise, --pixel-corruption, "
+            "--occlusion, --affine) read the built-in datasets' test sets; "
+            "they do not run on your own data yet. Evaluate it without "
+            f"them. Received: --dataset {args.dataset}")
     if corruptions:
         from keras_caps.evaluation.robustness import check_corruptions
 
@@ -84,6 +105,19 @@ def _check_evaluate_arguments(args, corruptions):
                 "them with `--model-path`, not `--weights`. Received: "
                 f"--weights={args.weights!r}")
         check_corruptions(args.dataset, corruptions)
+
+
+def _refuse_user_data_flags(args):
+    given = [flag for flag, value in (
+        ("--image-size", args.image_size), ("--color-mode", args.color_mode),
+        ("--test-dir", args.test_dir), ("--test-share", args.test_share))
+        if value is not None]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} apply to your own data (--dataset "
+            f"folder:PATH, npz:PATH or tfds:NAME) only; {args.dataset!r} "
+            "has a fixed image size and test split. Received: --dataset "
+            f"{args.dataset}")
 
 
 def _evaluate_clean(args, options):
@@ -103,7 +137,8 @@ def _evaluate_clean(args, options):
     return training.evaluate(
         args.model_path, args.dataset, batch_size=args.batch_size,
         data_dir=args.data_dir, seed=args.seed,
-        dataset_options=options, download=args.download)
+        dataset_options=options, download=args.download,
+        **user_data_options(args))
 
 
 def _write_output(path, record):

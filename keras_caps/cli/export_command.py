@@ -9,7 +9,8 @@ def add_export_command(commands):
 
     export = commands.add_parser(
         "export", help="Export a saved .keras model as a SavedModel that "
-        "serves raw images.")
+        "serves raw images (with the class names kept beside the model, "
+        "class_names.json, if any).")
     export.add_argument("--model-path", required=True)
     export.add_argument("--export-dir", required=True)
     export.add_argument("--reconstruction", action="store_true",
@@ -37,6 +38,7 @@ def run_export(args):
     """Exports `--model-path` to `--export-dir`. Returns 0."""
     from keras_caps.export import check_export_target
     from keras_caps.export import export_inference_model
+    from keras_caps.inference import find_class_names
     from keras_caps.inference import load_model_file
 
     if not os.path.exists(args.model_path):
@@ -45,6 +47,7 @@ def run_export(args):
     # Checked before the (slow) model load as well as by the export.
     check_export_target(args.export_dir, overwrite=args.overwrite,
                         model_path=args.model_path)
+    class_names = find_class_names(args.model_path)
     export_inference_model(load_model_file(args.model_path,
                                            "--model-path"),
                            args.export_dir,
@@ -52,6 +55,7 @@ def run_export(args):
                            precision=args.precision,
                            overwrite=args.overwrite,
                            model_path=args.model_path,
-                           input_range=args.input_range)
+                           input_range=args.input_range,
+                           class_names=class_names)
     print(f"Exported the inference model to {args.export_dir}")
     return 0

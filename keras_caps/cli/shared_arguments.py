@@ -1,5 +1,7 @@
 """Flags that several `keras-caps` commands share, and what they mean."""
 
+import argparse
+
 from keras_caps.cli.argument_types import float_list
 from keras_caps.cli.argument_types import int_list
 from keras_caps.cli.argument_types import positive_int
@@ -61,3 +63,97 @@ def requested_corruptions(args):
     corruptions = {"noise": args.noise, "pixels": args.pixel_corruption,
                    "occlusion": args.occlusion, "affine": args.affine}
     return {kind: value for kind, value in corruptions.items() if value}
+
+
+def dataset_name(text):
+    """The `--dataset` converter: a built-in dataset's name, or a dataset a
+    user brings (`folder:PATH`, `npz:PATH`, `tfds:NAME`)."""
+    from keras_caps.datasets import DATASETS
+    from keras_caps.datasets.user_dataset import is_user_dataset
+
+    if text in DATASETS or is_user_dataset(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected one of {', '.join(sorted(DATASETS))}, or folder:PATH, "
+        f"npz:PATH or tfds:NAME; received {text!r}")
+
+
+DATASET_HELP = (
+    "A built-in dataset, or your own: folder:PATH (a folder of class "
+    "subfolders of PNG, JPEG, BMP or GIF images), npz:PATH (x_train, "
+    "y_train, x_test, y_test) or tfds:NAME[:VERSION] (a TFDS image "
+    "classification dataset).")
+
+
+def image_size(text):
+    """`--image-size`: `"28"` -> `(28, 28)`, `"32,24"` -> `(32, 24)`
+    (height, width)."""
+    sizes = text.replace("x", ",").split(",")
+    try:
+        values = [int(size) for size in sizes]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2) or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            "expected a positive size (28) or HEIGHT,WIDTH (32,24), "
+            f"received {text!r}")
+    return (values[0], values[-1])
+
+
+def add_user_data_arguments(parser, preset=False):
+    """`--image-size`, `--color-mode`, `--test-dir`, `--test-share` (and,
+    with `preset=True`, `--preset`): how a dataset a user brings is read."""
+    from keras_caps.datasets import DATASETS
+
+    group = parser.add_argument_group(
+        "your own data (--dataset folder:PATH, npz:PATH or tfds:NAME)")
+    group.add_argument("--image-size", type=image_size, default=None,
+                       metavar="SIZE", help="Resize every image: 28 or "
+                       "HEIGHT,WIDTH. Default: the images' own size (a "
+                       "folder's images must then share one).")
+    group.add_argument("--color-mode", default=None,
+                       choices=("grayscale", "rgb"),
+                       help="Default: grayscale when every image is, else "
+                       "rgb (arrays and TFDS: as stored).")
+    group.add_argument("--test-dir", default=None,
+                       help="folder: a second folder of the same class "
+                       "subfolders holding the test images.")
+    group.add_argument("--test-share", type=float, default=None,
+                       help="folder: without --test-dir, the share of each "
+                       "class held out (seeded) as test images (0.2).")
+    if preset:
+        group.add_argument("--preset", default=None,
+                           choices=sorted(DATASETS),
+                           help="The model preset (architecture and "
+                           "training recipe) of this built-in dataset. "
+                           "Default: the closest to your images among the "
+                           "model's presets: the same number of channels "
+                           "if any has it, then the nearest image area "
+                           "(height x width); a tie goes to the first "
+                           "preset listed.")
+
+
+def user_data_options(args):
+    """The read options of `add_user_data_arguments`' flags, as
+    `keras_caps.training.train` and `evaluate` take them."""
+    return {"image_size": args.image_size, "color_mode": args.color_mode,
+            "test_dir": args.test_dir, "test_share": args.test_share}
+
+
+def dataset_slug(dataset):
+    """A folder-name form of `--dataset`: `mnist`, or for `folder:~/cats`
+    `cats` (the last part of a path; TFDS: the name)."""
+    import os
+    import re
+
+    from keras_caps.datasets.user_dataset import is_user_dataset
+
+    if not is_user_dataset(dataset):
+        return dataset
+    kind, _, location = dataset.partition(":")
+    if kind == "tfds":
+        name = location.split(":")[0]
+    else:
+        path = os.path.normpath(os.path.expanduser(location))
+        name = os.path.splitext(os.path.basename(path))[0]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or kind

@@ -1,12 +1,18 @@
 """`keras-caps train`: train, select, test, save and export one model."""
 
+import argparse
 import json
 import os
 
 from keras_caps.cli.argument_types import positive_float
 from keras_caps.cli.argument_types import positive_int
+from keras_caps.cli.shared_arguments import DATASET_HELP
 from keras_caps.cli.shared_arguments import add_data_arguments
+from keras_caps.cli.shared_arguments import add_user_data_arguments
+from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_options
+from keras_caps.cli.shared_arguments import dataset_slug
+from keras_caps.cli.shared_arguments import user_data_options
 
 
 def add_train_command(commands):
@@ -16,20 +22,26 @@ def add_train_command(commands):
         "it, save it and export it.")
     _add_recipe_arguments(train)
     add_data_arguments(train)
+    add_user_data_arguments(train, preset=True)
+    train.add_argument("--augment", action=argparse.BooleanOptionalAction,
+                       default=None,
+                       help="Your own data: shift each training image by "
+                       "up to 10%% at random. Default: as the preset's "
+                       "recipe (on for CapsNet, off for the others).")
     _add_run_arguments(train)
     _add_temperature_arguments(train)
     train.set_defaults(handler=run_train, on_interrupt=_describe_interrupted)
 
 
 def _add_recipe_arguments(train):
-    from keras_caps.datasets import DATASETS
     from keras_caps.training import MODELS
     from keras_caps.training import PRECISIONS
     from keras_caps.training import STRATEGIES
 
     train.add_argument("--model", default="efficient_capsnet",
                        choices=sorted(MODELS))
-    train.add_argument("--dataset", default="mnist", choices=sorted(DATASETS))
+    train.add_argument("--dataset", default="mnist", type=dataset_name,
+                       help=DATASET_HELP)
     train.add_argument("--epochs", type=positive_int, default=None,
                        help="Defaults to the model preset's (150 for "
                        "EfficientCapsNet).")
@@ -51,7 +63,9 @@ def _add_recipe_arguments(train):
 
 def _add_run_arguments(train):
     train.add_argument("--output-dir", default=None,
-                       help="Defaults to runs/<model>_<dataset>.")
+                       help="Defaults to runs/<model>_<dataset> (your own "
+                       "data: the folder's, file's or TFDS dataset's "
+                       "name).")
     train.add_argument("--seed", type=int, default=42)
     train.add_argument("--validation", default="holdout",
                        choices=("holdout", "test"),
@@ -98,6 +112,17 @@ def run_train(args):
     from keras_caps import training
 
     output_dir = _output_dir(args)
+    options = dataset_options(args)
+    if args.augment is not None:
+        from keras_caps.datasets.user_dataset import is_user_dataset
+
+        if not is_user_dataset(args.dataset):
+            raise ValueError(
+                "--augment and --no-augment apply to your own data "
+                "(folder:, npz:, tfds:); the recipe of "
+                f"{args.dataset!r} is fixed. Received: --dataset "
+                f"{args.dataset}")
+        options["augment"] = args.augment
     record = training.train(
         args.model, args.dataset, output_dir=output_dir,
         epochs=args.epochs, batch_size=args.batch_size,
@@ -107,11 +132,12 @@ def run_train(args):
         deterministic=args.deterministic,
         steps_per_epoch=args.steps_per_epoch,
         backup_frequency=args.backup_frequency,
-        dataset_options=dataset_options(args), fresh=args.fresh,
+        dataset_options=options, fresh=args.fresh, preset=args.preset,
         worker_timeout=args.worker_timeout,
         routing_temperature=args.routing_temperature,
         temperature_decay=args.temperature_decay,
-        min_temperature=args.min_temperature, download=args.download)
+        min_temperature=args.min_temperature, download=args.download,
+        **user_data_options(args))
     print(json.dumps(record, indent=2, sort_keys=True))
     print(f"Saved model, export and metrics under {output_dir}")
     return 0
@@ -119,7 +145,7 @@ def run_train(args):
 
 def _output_dir(args):
     return args.output_dir or os.path.join(
-        "runs", f"{args.model}_{args.dataset}")
+        "runs", f"{args.model}_{dataset_slug(args.dataset)}")
 
 
 def _describe_interrupted(args):

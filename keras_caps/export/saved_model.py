@@ -14,6 +14,9 @@ import tensorflow as tf
 
 from keras_caps import model_roles as roles
 from keras_caps.inference import serving_model
+from keras_caps.inference.class_names import EXPORT_CLASS_NAMES_FILE
+from keras_caps.inference.class_names import check_class_names
+from keras_caps.inference.class_names import write_class_names
 from keras_caps.validation import check_choice
 from keras_caps.version import __version__
 
@@ -32,7 +35,7 @@ INPUT_RANGES = ("pixels", "unit")
 
 def export_inference_model(model, path, reconstruction=False, precision=None,
                            overwrite=False, model_path=None,
-                           input_range="pixels"):
+                           input_range="pixels", class_names=None):
     """Exports the inference graph of `model` as a TensorFlow SavedModel.
 
     What gets exported is `keras_caps.inference.serving_model(model,
@@ -79,6 +82,12 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
         input_range: `"pixels"` (default): the signature takes raw pixels
             in [0, 255], as the models do; `"unit"`: it takes images in
             [0, 1] and multiplies them by 255 before the model.
+        class_names: list of str or `None`. The class names, in class-index
+            order, kept in the export as `assets.extra/class_names.json`
+            (`keras_caps.inference.EXPORT_CLASS_NAMES_FILE`, which
+            `keras-caps predict` reads); listed in the marker file like
+            every other file of the export. Their number must match the
+            model's class scores.
 
     Returns:
         The exported inference model (a `keras.Model`).
@@ -110,6 +119,8 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
             "backend loads there from its .keras file). Received: "
             f"backend {keras.backend.backend()!r}")
     check_export_target(path, overwrite=overwrite, model_path=model_path)
+    if class_names is not None:
+        class_names = _check_export_class_names(model, class_names)
     model = serving_model(model, reconstruction=reconstruction,
                           precision=precision)
     record = {"keras_caps_version": __version__,
@@ -118,7 +129,7 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
               "input_range": input_range}
     try:
         _stage_and_replace(model, os.path.abspath(path), input_range,
-                           record, lambda: check_export_target(
+                           record, class_names, lambda: check_export_target(
                                path, overwrite=overwrite,
                                model_path=model_path))
     except (OSError, tf.errors.OpError) as error:
@@ -126,7 +137,8 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     return model
 
 
-def _stage_and_replace(model, path, input_range, record, check_target):
+def _stage_and_replace(model, path, input_range, record, class_names,
+                       check_target):
     """Writes the export in a staging folder beside `path`, then moves it
     to `path` (after `check_target()`). The staging folder is always
     removed; a previous export at `path` stays if the move fails."""
@@ -136,6 +148,9 @@ def _stage_and_replace(model, path, input_range, record, check_target):
     try:
         written = os.path.join(staging, "model")
         _write_saved_model(model, written, input_range)
+        if class_names is not None:  # Before the marker, which lists it.
+            write_class_names(
+                os.path.join(written, EXPORT_CLASS_NAMES_FILE), class_names)
         _write_marker(written, record)
         check_target()  # Again: the folder may have changed meanwhile.
         if not os.path.exists(path):
@@ -235,6 +250,18 @@ def _write_saved_model(model, path, input_range):
             tf.TensorSpec((None, *image_shape), "float32",
                           name=roles.IMAGE)])
     archive.write_out(path, verbose=False)
+
+
+def _check_export_class_names(model, class_names):
+    """`class_names` as a list, checked against the model's class scores."""
+    names = check_class_names(class_names, "`class_names`")
+    num_classes = keras.tree.flatten(model.output)[0].shape[-1]
+    if len(names) != num_classes:
+        raise ValueError(
+            f"Received {len(names)} `class_names` for a model with "
+            f"{num_classes} class scores; expected one name per class. "
+            f"Received: class_names={names!r}")
+    return names
 
 
 def _write_marker(folder, record):

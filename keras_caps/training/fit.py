@@ -15,6 +15,8 @@ One run writes, under its output folder (and owns only these names):
 - `history.csv` and `logs/` (TensorBoard), with the learning rate and,
   when annealed, the routing temperature of each epoch;
 - `model.keras`: the selected (best-on-validation) model;
+- `class_names.json` (beside `model.keras` and `checkpoints/best.keras`;
+  a dataset a user brings only): the class names, in class-index order;
 - `export/`: the SavedModel of the inference graph, raw images in;
 - `metrics.json`: test metrics labelled with protocol, hardware, precision
   and epochs.
@@ -34,12 +36,16 @@ import tensorflow as tf
 from keras_caps import datasets
 from keras_caps import model_roles as roles
 from keras_caps.callbacks import RoutingTemperatureScheduler
+from keras_caps.datasets.user_dataset import is_user_dataset
+from keras_caps.datasets.user_dataset import resolve_user_dataset
 from keras_caps.diagnostics import find_routers
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
 from keras_caps.export import is_keras_caps_export
 from keras_caps.inference import check_pixel_range
 from keras_caps.inference import load_model_file
+from keras_caps.inference.class_names import CLASS_NAMES_FILE
+from keras_caps.inference.class_names import write_class_names
 from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
@@ -61,6 +67,12 @@ from keras_caps.training.strategy import task_name
 from keras_caps.training.training_settings import PRECISIONS  # noqa: F401
 from keras_caps.training.training_settings import PROTOCOLS  # noqa: F401
 from keras_caps.training.training_settings import TrainingSettings
+from keras_caps.training.user_data import READ_OPTIONS
+from keras_caps.training.user_data import build_for_user_data
+from keras_caps.training.user_data import check_model_matches_data
+from keras_caps.training.user_data import read_user_data
+from keras_caps.training.user_data import recorded_read_options
+from keras_caps.training.user_data import training_statistics
 from keras_caps.validation import check_known_name
 
 # PRECISIONS and PROTOCOLS are defined with the settings, and importable
@@ -72,7 +84,8 @@ _SETTING_FIELDS = [field.name for field in dataclasses.fields(
 def train(model=None, dataset=None, *, output_dir, settings=None,
           strategy="auto", data_dir=None, backup_frequency=500,
           verbose="auto", fresh=False, worker_timeout=DEFAULT_WORKER_TIMEOUT,
-          download=True, **setting_fields):
+          download=True, image_size=None, color_mode=None, test_dir=None,
+          test_share=None, **setting_fields):
     """Trains, selects on validation, tests, saves and exports one model.
 
     The output folder belongs to one run: its settings (everything that
@@ -86,6 +99,15 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     (the backend, which must be TensorFlow, the settings, the data, the
     model and its options) is checked before the folder is claimed, so a
     refused call writes nothing there.
+
+    A dataset a user brings (`dataset="folder:PATH"`, `"npz:PATH"` or
+    `"tfds:NAME"`, see `keras_caps.datasets.user_dataset`) is read and
+    checked first; the model is the family's builder on `preset` (the
+    closest by input size by default) with the data's `input_shape` and
+    `num_classes`; the settings record the data's source record (content
+    fingerprint included, so changed data is refused on resume), the
+    preset and the augmentation; `class_names.json` is written beside the
+    model and the best checkpoint, and into the export.
 
     Args:
         model: str. A key of `MODELS`. Defaults to `"efficient_capsnet"`.
@@ -107,6 +129,14 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
             for the other workers to start.
         download: bool. Let TFDS download a dataset that is not prepared
             (see `keras_caps.datasets.load`). Defaults to `True`.
+        image_size: int, `(height, width)` or `None`. A dataset a user
+            brings: resize its images (default: their own size).
+        color_mode: `"grayscale"`, `"rgb"` or `None`. A dataset a user
+            brings: convert its images (default: as stored).
+        test_dir: str or `None`. `folder:` data: a folder of the same
+            classes holding the test images.
+        test_share: float or `None`. `folder:` data without `test_dir`:
+            the share of each class held out for testing (0.2).
         **setting_fields: The other fields of `TrainingSettings`: `epochs`,
             `batch_size`, `steps_per_epoch` (at most the number of training
             batches in one epoch), `precision`, `seed`, `validation`,
@@ -129,8 +159,17 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
                    data_dir="data/mnist")
     ```
     """
-    settings = _requested_settings(settings, model, dataset,
-                                   setting_fields).resolve()
+    settings = _requested_settings(settings, model, dataset, setting_fields)
+    read_options = {"image_size": image_size, "color_mode": color_mode,
+                    "test_dir": test_dir, "test_share": test_share}
+    user_data = None
+    if settings.is_user_data():
+        _check_backend()  # Before reading the data: it may take a while.
+        user_data, settings = read_user_data(
+            settings, read_options, data_dir=data_dir, download=download)
+    else:
+        _refuse_read_options(settings.dataset, read_options)
+    settings = settings.resolve()
     _check_backend()
     # A file, or a folder this user cannot write, fails before anything.
     check_output_folder(output_dir)
@@ -150,14 +189,29 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
             output_dir, f".{task_name(distribution)}")
         with RunLock(work_dir):
             if not chief:
-                return _train_worker(settings, data_dir, distribution,
-                                     work_dir, backup_frequency, verbose,
-                                     download)
-            return _run_chief(settings, output_dir, fresh, data_dir,
-                              distribution, backup_frequency, verbose,
-                              download)
+                return _train_worker(settings, (data_dir, user_data),
+                                     distribution, work_dir,
+                                     backup_frequency, verbose, download)
+            return _run_chief(settings, output_dir, fresh,
+                              (data_dir, user_data), distribution,
+                              backup_frequency, verbose, download)
     finally:
         keras.config.set_dtype_policy(previous_policy)
+
+
+def _refuse_read_options(dataset, read_options):
+    """Raises when options for a dataset a user brings come with a
+    built-in dataset."""
+    given = [READ_OPTIONS[name] for name, value in read_options.items()
+             if value is not None]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} apply to datasets a user brings "
+            f"(folder:PATH, npz:PATH, tfds:NAME) only; {dataset!r} has a "
+            f"fixed image size and test split. Received: dataset={dataset!r}"
+            ", " + ", ".join(f"{name}={value!r}"
+                             for name, value in read_options.items()
+                             if value is not None))
 
 
 def _check_backend():
@@ -201,7 +255,7 @@ def _requested_settings(settings, model, dataset, setting_fields):
     return settings
 
 
-def _run_chief(settings, output_dir, fresh, data_dir, distribution,
+def _run_chief(settings, output_dir, fresh, data, distribution,
                backup_frequency, verbose, download):
     """The chief: claims the folder, then trains or finishes the run."""
     export_dir = os.path.join(output_dir, "export")
@@ -218,7 +272,7 @@ def _run_chief(settings, output_dir, fresh, data_dir, distribution,
     # the model cannot take) is checked before the folder is claimed: a
     # refused command leaves it as it was, and the corrected one needs no
     # `--fresh`.
-    network, splits = _build(settings, data_dir, distribution, download)
+    network, splits = _build(settings, data, distribution, download)
     run.open(fresh=fresh)
     check_export_target(export_dir, overwrite=True, model_path=model_path)
     record = _train_chief(network, splits, settings, run, distribution,
@@ -261,6 +315,10 @@ def _train_chief(network, splits, settings, run, distribution,
         logging.info("Training finished earlier in %s: writing what is "
                      "missing.", run.path)
     else:
+        class_names = _class_names(settings)
+        if class_names is not None:  # Kept with the best checkpoint.
+            write_class_names(os.path.join(run.path, "checkpoints",
+                                           CLASS_NAMES_FILE), class_names)
         trained = _fit_and_select(network, splits, settings, run.path,
                                   backup_frequency, verbose)
         save_model = True
@@ -303,8 +361,12 @@ def _write_artifacts(network, test_split, settings, run, distribution,
     still lacks, recording each in `run.json`; returns the record."""
     output_dir, progress = run.path, run.progress
     model_path = os.path.join(output_dir, "model.keras")
+    class_names = _class_names(settings)
     if save_model:
         save_model_atomically(network, model_path)
+    if class_names is not None:
+        write_class_names(os.path.join(output_dir, CLASS_NAMES_FILE),
+                          class_names)
     if "test" not in progress:
         run.update(test=_test(network, test_split))
     export_dir = os.path.join(output_dir, "export")
@@ -314,7 +376,8 @@ def _write_artifacts(network, test_split, settings, run, distribution,
         # deleted).
         export_inference_model(network, export_dir,
                                reconstruction=settings.reconstruction,
-                               overwrite=True, model_path=model_path)
+                               overwrite=True, model_path=model_path,
+                               class_names=class_names)
         run.update(exported=True)
     record = {**settings.to_record(), **progress["trained"],
               "test": progress["test"], **_environment(distribution)}
@@ -322,6 +385,14 @@ def _write_artifacts(network, test_split, settings, run, distribution,
     shutil.rmtree(os.path.join(output_dir, "backup"), ignore_errors=True)
     run.update(complete=True)
     return record
+
+
+def _class_names(settings):
+    """The class names of a dataset a user brings (`None` for built-in
+    datasets)."""
+    if settings.data_source is None:
+        return None
+    return settings.data_source["class_names"]
 
 
 def _training_kept(error, output_dir):
@@ -364,10 +435,10 @@ def _missing_artifacts(output_dir):
     return missing
 
 
-def _train_worker(settings, data_dir, distribution, work_dir,
+def _train_worker(settings, data, distribution, work_dir,
                   backup_frequency, verbose, download):
     """A non-chief worker: trains and tests in step with the chief."""
-    network, splits = _build(settings, data_dir, distribution, download)
+    network, splits = _build(settings, data, distribution, download)
     record = {**settings.to_record(), **_fit_and_select(
         network, splits, settings, work_dir, backup_frequency, verbose)}
     record["test"] = _test(network, splits["test"])
@@ -384,37 +455,35 @@ def _environment(distribution):
                          "tensorflow": tf.__version__}}
 
 
-def _build(settings, data_dir, distribution, download):
-    """The model (built in the strategy's scope) and the three splits."""
+def _build(settings, data, distribution, download):
+    """The model (built in the strategy's scope) and the three splits.
+
+    `data` is `(data_dir, user_data)`: the folder of the built-in datasets,
+    and the `UserDataset` of a dataset a user brings (else `None`).
+    """
+    data_dir, user_data = data
     family = MODELS[settings.model]
-    dataset, seed = settings.dataset, settings.seed
-    validation = settings.validation
-    dataset_options = settings.dataset_options
-    input_statistics = None
-    if family.standardizes_input(dataset):
-        input_statistics = datasets.training_statistics(
-            dataset, data_dir=data_dir, seed=seed, validation=validation,
-            download=download)
-        dataset_options = {"statistics": input_statistics,
-                           **dataset_options}
+    if user_data is None:
+        load, input_statistics = _built_in_loader(settings, data_dir,
+                                                  download)
+    else:
+        load, input_statistics = _user_data_loader(settings, user_data)
     # Global batches; under several workers each keeps its share of every
     # batch (see `shard_by_data` for the policy).
-    splits = {
-        split: shard_by_data(datasets.load(
-            dataset, split, batch_size=settings.batch_size,
-            data_dir=data_dir, seed=seed, validation=validation,
-            reconstruction=settings.reconstruction, download=download,
-            **dataset_options))
-        for split in ("train", "validation", "test")
-    }
-    for split, data in splits.items():
-        _check_batches(data, split, dataset, settings.batch_size,
+    splits = {split: shard_by_data(load(split))
+              for split in ("train", "validation", "test")}
+    for split, batches in splits.items():
+        _check_batches(batches, split, settings.dataset, settings.batch_size,
                        settings.steps_per_epoch if split == "train"
                        else None)
     with distribution.scope():
-        network = family.build(dataset,
-                               reconstruction=settings.reconstruction,
-                               input_statistics=input_statistics)
+        if user_data is None:
+            network = family.build(settings.dataset,
+                                   reconstruction=settings.reconstruction,
+                                   input_statistics=input_statistics)
+        else:
+            network = build_for_user_data(family, settings, user_data,
+                                          input_statistics)
     check_labels_match(network, splits["train"])
     if settings.temperature_schedule() is not None and not find_routers(
             network):
@@ -425,6 +494,46 @@ def _build(settings, data_dir, distribution, download):
             "apply to it. Drop those options for this model. Received: "
             f"routing_temperature={settings.routing_temperature!r}")
     return network, splits
+
+
+def _built_in_loader(settings, data_dir, download):
+    """`load(split)` of a built-in dataset, and the input statistics of
+    models that standardise their input (else `None`)."""
+    dataset, seed = settings.dataset, settings.seed
+    options = settings.dataset_options
+    input_statistics = None
+    if MODELS[settings.model].standardizes_input(dataset):
+        input_statistics = datasets.training_statistics(
+            dataset, data_dir=data_dir, seed=seed,
+            validation=settings.validation, download=download)
+        options = {"statistics": input_statistics, **options}
+
+    def load(split):
+        return datasets.load(
+            dataset, split, batch_size=settings.batch_size,
+            data_dir=data_dir, seed=seed, validation=settings.validation,
+            reconstruction=settings.reconstruction, download=download,
+            **options)
+
+    return load, input_statistics
+
+
+def _user_data_loader(settings, user_data):
+    """`load(split)` of a dataset a user brings, and the input statistics
+    of models that standardise their input (else `None`)."""
+    input_statistics = None
+    if MODELS[settings.model].standardizes_input(settings.preset_name()):
+        input_statistics = training_statistics(
+            user_data, seed=settings.seed, validation=settings.validation)
+
+    def load(split):
+        return user_data.load(
+            split, batch_size=settings.batch_size, seed=settings.seed,
+            validation=settings.validation,
+            reconstruction=settings.reconstruction,
+            **settings.dataset_options)
+
+    return load, input_statistics
 
 
 def _check_batches(data, split, dataset, batch_size, steps_per_epoch=None):
@@ -466,7 +575,8 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
                              save_freq=backup_frequency)
     callbacks = _callbacks(
         work_dir, checkpoint, backup,
-        MODELS[settings.model].learning_rate_schedule(settings.dataset),
+        MODELS[settings.model].learning_rate_schedule(
+            settings.preset_name()),
         _schedule_config(settings))
     train_batches = int(tf.data.experimental.cardinality(splits["train"]))
     steps_per_epoch = settings.steps_per_epoch or (
@@ -565,7 +675,8 @@ def _callbacks(work_dir, checkpoint, backup, schedule,
 
 
 def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
-             dataset_options=None, download=True):
+             dataset_options=None, download=True, image_size=None,
+             color_mode=None, test_dir=None, test_share=None):
     """Evaluates a saved `.keras` model on the test split of `dataset`.
 
     When the model comes from `train` (a `metrics.json` beside it), the
@@ -573,8 +684,27 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     CapsNet's 4-pixel MultiMNIST shifts); `dataset_options` override them.
     `download=False` reads prepared TFDS datasets only (see
     `keras_caps.datasets.load`).
+
+    A dataset a user brings (`"folder:PATH"`, `"npz:PATH"`,
+    `"tfds:NAME"`) is read as the run that trained the model read it (its
+    image size, colour mode and test data, from the `metrics.json` beside
+    the model) unless `image_size`, `color_mode`, `test_dir` or
+    `test_share` are given; without a run record, at the model's input
+    size and colour mode. Images or classes that differ from the model's
+    (its input shape, the `class_names.json` beside it) are refused.
+
+    Example:
+
+    ```python
+    record = evaluate("runs/cats/model.keras", "folder:my_images")
+    record["test"]["accuracy"]
+    ```
     """
-    check_known_name("dataset", dataset, datasets.DATASETS)
+    read_options = {"image_size": image_size, "color_mode": color_mode,
+                    "test_dir": test_dir, "test_share": test_share}
+    if not is_user_dataset(dataset):
+        check_known_name("dataset", dataset, datasets.DATASETS)
+        _refuse_read_options(dataset, read_options)
     network = load_model_file(model_path, "model_path")
     if not getattr(network, "compiled", False):
         raise ValueError(
@@ -582,16 +712,24 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
             "and metrics, which `evaluate` needs: save the model from an "
             "application builder (compile=True) or `keras-caps train`. "
             f"Received: model_path={model_path!r}")
-    names = {layer.name for layer in network.layers}
-    options = {}
+    reconstruction = roles.LABEL in {layer.name for layer in network.layers}
     record = _read_run_record(model_path)
-    if record.get("dataset") == dataset:
-        options.update(record.get("dataset_options", {}))
-    options.update(dataset_options or {})
-    test = datasets.load(dataset, "test", batch_size=batch_size,
-                         data_dir=data_dir, seed=seed,
-                         reconstruction=roles.LABEL in names,
-                         download=download, **options)
+    result = {"model_path": os.path.abspath(model_path), "dataset": dataset}
+    if is_user_dataset(dataset):
+        user_data = _evaluation_data(network, model_path, dataset, record,
+                                     read_options, (data_dir, download))
+        test = user_data.load("test", batch_size=batch_size, seed=seed,
+                              reconstruction=reconstruction)
+        result["data_source"] = user_data.source_record()
+    else:
+        options = {}
+        if record.get("dataset") == dataset:
+            options.update(record.get("dataset_options", {}))
+        options.update(dataset_options or {})
+        test = datasets.load(dataset, "test", batch_size=batch_size,
+                             data_dir=data_dir, seed=seed,
+                             reconstruction=reconstruction,
+                             download=download, **options)
     _check_batches(test, "test", dataset, batch_size)
     check_labels_match(network, test)
     inputs = next(iter(test.take(1)))[0]  # The first batch.
@@ -599,9 +737,29 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
               and roles.IMAGE in inputs else keras.tree.flatten(inputs)[0])
     check_pixel_range(images.numpy(), f"the {dataset!r} test images")
     metrics = network.evaluate(test, return_dict=True, verbose=0)
-    return {"model_path": os.path.abspath(model_path), "dataset": dataset,
-            "hardware": describe_hardware(),
+    return {**result, "hardware": describe_hardware(),
             "test": {key: float(value) for key, value in metrics.items()}}
+
+
+def _evaluation_data(network, model_path, dataset, record, read_options,
+                     source):
+    """The `UserDataset` a model is evaluated on: read as its run read it
+    (the run record's `data_source`), else at the model's input size and
+    colour mode, with the read options given over either."""
+    data_dir, download = source
+    given = {name: value for name, value in read_options.items()
+             if value is not None}
+    if (record.get("dataset") == dataset and record.get("data_source")
+            and not given):
+        options = recorded_read_options(record["data_source"], data_dir)
+    else:
+        height, width, channels = roles.image_input(network).shape[1:]
+        options = {"image_size": (height, width), "data_dir": data_dir,
+                   "color_mode": {1: "grayscale", 3: "rgb"}.get(channels),
+                   **given}
+    data = resolve_user_dataset(dataset, download=download, **options)
+    check_model_matches_data(network, data, model_path)
+    return data
 
 
 def _read_run_record(model_path):

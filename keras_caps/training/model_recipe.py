@@ -27,3 +27,37 @@ MODELS = {
        for router, family in CAPSULE_CLASSIFIERS.items()},
     "cnn_baseline": CNN_BASELINE,
 }
+
+
+def closest_preset(model, input_shape):
+    """The preset of `model` whose input is closest to `input_shape`.
+
+    For datasets a user brings: the architecture (stem, capsules, decoder)
+    and the training recipe come from one of the family's presets, named
+    by its dataset. The closest has the same number of channels if any
+    preset has, then the nearest image area (height x width); a tie goes
+    to the preset listed first.
+
+    Args:
+        model: str. A key of `MODELS`.
+        input_shape: `(height, width, channels)` of the images.
+
+    Returns:
+        str. The preset's dataset name.
+
+    Example:
+
+    >>> closest_preset("efficient_capsnet", (32, 32, 1))
+    'mnist'
+    """
+    height, width, channels = input_shape
+    presets = MODELS[model].presets
+
+    def distance(item):
+        index, name = item
+        preset_height, preset_width, preset_channels = (
+            presets[name]["input_shape"])
+        return (preset_channels != channels,
+                abs(preset_height * preset_width - height * width), index)
+
+    return min(enumerate(presets), key=distance)[1]

@@ -13,8 +13,10 @@ import dataclasses
 import numbers
 
 from keras_caps import datasets
+from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.training.model_recipe import MODELS
+from keras_caps.training.model_recipe import closest_preset
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_known_name
 from keras_caps.validation import check_positive_int
@@ -26,10 +28,15 @@ PROTOCOLS = {
     "test": "test-as-validation (official)",
 }
 # The record's keys (run.json's `settings`); `routing_temperature` only when
-# the temperature is annealed.
+# the temperature is annealed, `preset` and `data_source` only for a
+# dataset a user brings.
 RECORD_KEYS = ("model", "dataset", "protocol", "epochs", "steps_per_epoch",
                "batch_size", "precision", "seed", "reconstruction",
-               "deterministic", "dataset_options", "routing_temperature")
+               "deterministic", "dataset_options", "routing_temperature",
+               "preset", "data_source")
+_OPTIONAL_KEYS = ("routing_temperature", "preset", "data_source")
+# The only loader option of a dataset a user brings.
+USER_DATA_OPTIONS = ("augment",)
 # The schedule's argument names -> the settings' (for error messages).
 _SCHEDULE_ARGUMENTS = (("initial_temperature", "routing_temperature"),
                        ("decay_rate", "temperature_decay"),
@@ -48,7 +55,9 @@ class TrainingSettings:
 
     Args:
         model: str. A key of `keras_caps.training.MODELS`.
-        dataset: str. A key of `keras_caps.datasets.DATASETS`.
+        dataset: str. A key of `keras_caps.datasets.DATASETS`, or a
+            dataset a user brings: `"folder:PATH"`, `"npz:PATH"` or
+            `"tfds:NAME"` (see `keras_caps.datasets.user_dataset`).
         epochs: int or `None` (the preset's; 150 for EfficientCapsNet).
         batch_size: int or `None`. The global batch size (the preset's;
             16 for EfficientCapsNet).
@@ -63,6 +72,9 @@ class TrainingSettings:
         deterministic: bool. Enable TensorFlow op determinism.
         dataset_options: dict or `None`. Extra loader options (e.g.
             MultiMNIST's `partners_per_digit`), over the model recipe's.
+            A dataset a user brings takes only `augment` (random shifts of
+            up to 10 %; defaults to on when the preset's recipe shifts its
+            images, as CapsNet's does, else off).
         routing_temperature: float or `None`. `tau_0` of the annealed
             routing temperature; `None`: the routers' own temperature, not
             annealed (then `temperature_decay` and `min_temperature`,
@@ -71,6 +83,14 @@ class TrainingSettings:
             in `tau_t = max(tau_min, tau_0 exp(-lambda t))`; refused when
             the temperature starts at its floor (nothing to anneal).
         min_temperature: float or `None`. `tau_min` (`min(1, tau_0)`).
+        preset: str or `None`. A dataset a user brings only: the built-in
+            dataset whose preset of the model (architecture and recipe) is
+            used; `None`: the closest by input size (`closest_preset`).
+        data_source: dict or `None`. A dataset a user brings only: its
+            `UserDataset.source_record()` (path, image size, colour mode,
+            class names, test data, content fingerprint), which
+            `keras_caps.training.train` fills in when it reads the data;
+            a run whose data changed is refused on resume.
 
     Example:
 
@@ -96,10 +116,14 @@ class TrainingSettings:
     routing_temperature: float | None = None
     temperature_decay: float = 0.0
     min_temperature: float | None = None
+    preset: str | None = None
+    data_source: dict | None = None
 
     def __post_init__(self):
         check_known_name("model", self.model, MODELS)
-        check_known_name("dataset", self.dataset, datasets.DATASETS)
+        if not self.is_user_data():
+            check_known_name("dataset", self.dataset, datasets.DATASETS)
+        self._check_user_data_fields()
         check_known_name("precision", self.precision, PRECISIONS)
         check_known_name("validation", self.validation, PROTOCOLS)
         for name in ("epochs", "batch_size", "steps_per_epoch"):
@@ -112,6 +136,50 @@ class TrainingSettings:
         self._set("dataset_options",
                   _check_dataset_options(self.dataset_options))
         self.temperature_schedule()  # Checks the three temperature fields.
+
+    def is_user_data(self):
+        """Whether `dataset` is a dataset a user brings (`folder:`, ...)."""
+        return is_user_dataset(self.dataset)
+
+    def _check_user_data_fields(self):
+        if not self.is_user_data():
+            given = {name: getattr(self, name) for name in
+                     ("preset", "data_source")
+                     if getattr(self, name) is not None}
+            if given:
+                raise ValueError(
+                    f"{' and '.join(f'`{name}`' for name in given)} apply "
+                    "to datasets a user brings (folder:PATH, npz:PATH, "
+                    f"tfds:NAME) only; {self.dataset!r} has its own preset."
+                    f" Received: dataset={self.dataset!r}, "
+                    + ", ".join(f"{name}={value!r}"
+                                for name, value in given.items()))
+            return
+        if self.preset is not None:
+            check_known_name("preset", self.preset, datasets.DATASETS)
+        if self.data_source is not None and not isinstance(
+                self.data_source, dict):
+            raise TypeError(
+                "Received an invalid value for `data_source`, expected "
+                "None or a dict (`UserDataset.source_record()`). Received: "
+                f"data_source={self.data_source!r}")
+
+    def preset_name(self):
+        """The name of the model preset these settings train with: the
+        dataset's, or for a dataset a user brings `preset` (else the
+        closest to its images, which needs `data_source`)."""
+        if not self.is_user_data():
+            return self.dataset
+        if self.preset is not None:
+            return self.preset
+        if self.data_source is None:
+            raise ValueError(
+                f"The preset for {self.dataset!r} is chosen by the size of "
+                "its images, which are not read yet: pass `preset` or the "
+                "`data_source` (`UserDataset.source_record()`).")
+        height, width = self.data_source["image_size"]
+        channels = 1 if self.data_source["color_mode"] == "grayscale" else 3
+        return closest_preset(self.model, (height, width, channels))
 
     def _set(self, name, value):
         object.__setattr__(self, name, value)  # Normalised, once, here.
@@ -167,7 +235,13 @@ class TrainingSettings:
             A new `TrainingSettings`; resolving it again changes nothing.
         """
         family = MODELS[self.model]
-        preset = family.get_preset(self.dataset)
+        preset_name = self.preset_name()
+        if self.is_user_data() and preset_name not in family.presets:
+            raise ValueError(
+                f"{family.name} has no preset for {preset_name!r}. Expected "
+                f"`preset` (--preset) to be one of {sorted(family.presets)}"
+                f". Received: preset={preset_name!r}")
+        preset = family.get_preset(preset_name)
         resolved = {
             "epochs": preset["epochs"] if self.epochs is None
             else self.epochs,
@@ -175,9 +249,11 @@ class TrainingSettings:
             else self.batch_size,
             "reconstruction": family.resolve_reconstruction(
                 self.reconstruction),
-            "dataset_options": {**family.dataset_options(self.dataset),
-                                **self.dataset_options},
+            "dataset_options": self._resolved_dataset_options(
+                family, preset_name),
         }
+        if self.is_user_data():
+            resolved["preset"] = preset_name
         schedule = self.temperature_schedule()
         if schedule is not None:
             resolved.update(
@@ -185,6 +261,22 @@ class TrainingSettings:
                 temperature_decay=schedule.decay_rate,
                 min_temperature=schedule.minimum_temperature)
         return dataclasses.replace(self, **resolved)
+
+    def _resolved_dataset_options(self, family, preset_name):
+        recipe = family.dataset_options(preset_name)
+        if not self.is_user_data():
+            return {**recipe, **self.dataset_options}
+        unknown = sorted(set(self.dataset_options) - set(USER_DATA_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"Unknown `dataset_options` {unknown} for {self.dataset!r}: "
+                f"a dataset a user brings takes only {list(USER_DATA_OPTIONS)}"
+                f". Received: dataset_options={self.dataset_options!r}")
+        # On when the preset's recipe shifts its images (CapsNet's).
+        augment = bool(recipe.get("augmentation") or recipe.get("shift"))
+        options = {"augment": augment, **self.dataset_options}
+        check_bool("dataset_options['augment']", options["augment"])
+        return options
 
     def to_record(self):
         """The settings as JSON: run.json's `settings` (see `RECORD_KEYS`).
@@ -205,6 +297,9 @@ class TrainingSettings:
         schedule = self.temperature_schedule()
         if schedule is not None:
             record["routing_temperature"] = schedule.get_config()
+        if self.is_user_data():
+            record["preset"] = self.preset
+            record["data_source"] = self.data_source
         return record
 
     @classmethod
@@ -222,11 +317,12 @@ class TrainingSettings:
                 f"{list(RECORD_KEYS)}). Received: record={record!r} of type "
                 f"{type(record).__name__}")
         unknown = sorted(set(record) - set(RECORD_KEYS))
-        missing = [key for key in RECORD_KEYS[:-1] if key not in record]
+        missing = [key for key in RECORD_KEYS
+                   if key not in record and key not in _OPTIONAL_KEYS]
         if unknown or missing:
             raise ValueError(
                 f"Expected a settings record with the keys "
-                f"{list(RECORD_KEYS)} (`routing_temperature` optional). "
+                f"{list(RECORD_KEYS)} ({list(_OPTIONAL_KEYS)} optional). "
                 f"Unknown keys: {unknown}; missing keys: {missing}. "
                 f"Received: record={record!r}")
         fields = {key: value for key, value in record.items()
