@@ -58,6 +58,7 @@ from keras_caps.training.resumable_backup import ResumableBackup
 from keras_caps.training.run_folder import RunFolder
 from keras_caps.training.run_folder import check_output_folder
 from keras_caps.training.run_folder import describe_differences
+from keras_caps.training.run_folder import remove_backup
 from keras_caps.training.run_lock import RunLock
 from keras_caps.training.strategy import DEFAULT_WORKER_TIMEOUT
 from keras_caps.training.strategy import get_strategy
@@ -382,7 +383,7 @@ def _write_artifacts(network, test_split, settings, run, distribution,
     record = {**settings.to_record(), **progress["trained"],
               "test": progress["test"], **_environment(distribution)}
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
-    shutil.rmtree(os.path.join(output_dir, "backup"), ignore_errors=True)
+    remove_backup(output_dir)  # Only what the run wrote there.
     run.update(complete=True)
     return record
 

@@ -5,9 +5,11 @@ that changes the result) and how far it got. A run reuses the folder only
 when the settings are the same (it then resumes, or finishes the missing
 artifacts, or, when complete, does nothing); other settings are refused,
 listing the differences, unless `fresh=True`, which deletes what an earlier
-run wrote (the names in `RUN_FILES`, and nothing else) and starts over.
+run wrote (the names in `RUN_FILES`; inside their folders only the files a
+run writes there, `RUN_FOLDER_CONTENTS`; nothing else) and starts over.
 """
 
+import fnmatch
 import json
 import logging
 import os
@@ -24,6 +26,16 @@ RUN_RECORD = "run.json"
 RUN_FILES = ("run.json", "backup", "checkpoints", "history.csv", "logs",
              "model.keras", "export", "metrics.json")
 TEMPORARY_PREFIXES = (".tmp-", ".export-", ".retired-")
+# What a run writes inside its folders (shell patterns of paths relative
+# to the folder; `export/` is checked file by file against its marker):
+# `clear` deletes these, the run's temporary names and the folders left
+# empty, so a file a user put in one of them survives `--fresh`.
+RUN_FOLDER_CONTENTS = {
+    "checkpoints": ("best.keras", "best.keras.json", "class_names.json"),
+    "backup": ("latest.weights.h5", "training_metadata.json", "*.bkp"),
+    "logs": ("train/events.out.tfevents.*",
+             "validation/events.out.tfevents.*"),
+}
 
 
 class RunFolder:
@@ -64,7 +76,8 @@ class RunFolder:
             The recorded progress (`{}` for a new or fresh run).
         """
         check_output_folder(self.path)
-        if fresh and os.path.exists(self.record_path):
+        cleared = fresh and os.path.exists(self.record_path)
+        if cleared:
             # Only a folder with a run record is a run's: `fresh` never
             # deletes files that no run of ours may have written. An
             # unreadable record is still ours, and `fresh` replaces it.
@@ -73,8 +86,10 @@ class RunFolder:
         else:
             record = self._read_record()
         if record is None:
-            leftovers = [name for name in RUN_FILES
-                         if os.path.lexists(os.path.join(self.path, name))]
+            # After `clear`, what is left is a user's: no leftover check.
+            leftovers = [] if cleared else [
+                name for name in RUN_FILES
+                if os.path.lexists(os.path.join(self.path, name))]
             if leftovers:
                 raise ValueError(
                     f"The output folder {self.path!r} holds files of a "
@@ -110,6 +125,10 @@ class RunFolder:
     def clear(self):
         """Deletes what a run writes here (`RUN_FILES`) and nothing else.
 
+        Inside `checkpoints/`, `backup/` and `logs/` only the files a run
+        writes there (`RUN_FOLDER_CONTENTS`) are deleted; other files stay
+        (a warning lists them), with the folders that hold them.
+
         `export/` must be absent, empty or an export of keras_caps holding
         only what it wrote (see `is_keras_caps_export`); otherwise nothing
         at all is deleted and a `ValueError` names it.
@@ -127,19 +146,26 @@ class RunFolder:
                 "did not write, or changed ones), and keras_caps never "
                 "deletes files it did not write. Nothing was deleted. Move "
                 "your files out of it, or use another `--output-dir`.")
-        removed = []
+        removed, kept = [], []
         for name in RUN_FILES:
             path = os.path.join(self.path, name)
             if not os.path.lexists(path):
                 continue
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
+            if name in RUN_FOLDER_CONTENTS and os.path.isdir(path) and (
+                    not os.path.islink(path)):
+                kept += _clear_run_folder(path, RUN_FOLDER_CONTENTS[name])
+            elif os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)  # export/: every file checked above.
             else:
                 os.remove(path)
             removed.append(name)
         if removed:
             logging.info("Started fresh in %s: deleted %s.", self.path,
                          ", ".join(removed))
+        if kept:
+            logging.warning(
+                "Kept %d file(s) that no run writes in %s: %s.", len(kept),
+                self.path, ", ".join(kept[:5]))
 
     def _remove_temporaries(self):
         for name in os.listdir(self.path):
@@ -169,6 +195,47 @@ class RunFolder:
     def _write(self):
         write_json_atomically(self.record_path, {
             "settings": self.settings, "progress": self.progress})
+
+
+def remove_backup(run_path):
+    """Deletes the run's `backup/` once the run is complete: the files a
+    run writes there (`RUN_FOLDER_CONTENTS["backup"]`) and nothing else.
+
+    Example:
+
+    ```python
+    remove_backup("runs/mnist")  # runs/mnist/backup/ is gone, unless a
+    # user put a file of their own in it.
+    ```
+    """
+    backup = os.path.join(run_path, "backup")
+    if os.path.isdir(backup) and not os.path.islink(backup):
+        _clear_run_folder(backup, RUN_FOLDER_CONTENTS["backup"])
+
+
+def _clear_run_folder(folder, patterns):
+    """Deletes the files of `patterns` (and temporary names) under
+    `folder`, then the folders left empty; returns the other files' paths
+    (relative to the run folder), which stay."""
+    kept = []
+    for root, folders, names in os.walk(folder, topdown=False):
+        for name in names:
+            path = os.path.join(root, name)
+            relative = os.path.relpath(path, folder).replace(os.sep, "/")
+            if name.startswith(TEMPORARY_PREFIXES) or any(
+                    fnmatch.fnmatchcase(relative, pattern)
+                    for pattern in patterns):
+                os.remove(path)
+            else:
+                kept.append(os.path.relpath(path, os.path.dirname(folder)))
+        for name in folders:
+            path = os.path.join(root, name)
+            if os.path.isdir(path) and not os.path.islink(path) and (
+                    not os.listdir(path)):
+                os.rmdir(path)
+    if not os.listdir(folder):
+        os.rmdir(folder)
+    return sorted(kept)
 
 
 def describe_differences(recorded, requested):

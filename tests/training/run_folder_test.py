@@ -289,3 +289,28 @@ def test_a_read_only_output_folder_is_a_one_line_error(tmp_path, capsys):
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "not writable" in error, error
     assert os.listdir(folder) == []
+
+
+def test_fresh_keeps_user_files_inside_the_runs_folders(run_copy):
+    data_dir, output_dir, _ = run_copy
+    mine = {os.path.join("checkpoints", "my_notes.txt"): "keep",
+            os.path.join("backup", "copy", "weights.h5"): "keep too",
+            os.path.join("logs", "train", "my_plot.png"): "and me"}
+    for relative, text in mine.items():
+        path = os.path.join(output_dir, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as file:
+            file.write(text)
+    old_events = [name for name in os.listdir(
+        os.path.join(output_dir, "logs", "train"))
+        if name.startswith("events.out.tfevents.")]
+    assert old_events  # The run wrote TensorBoard events there.
+    training.train(output_dir=output_dir, data_dir=data_dir,
+                   **{**ARGUMENTS, "epochs": 1}, seed=7, fresh=True)
+    for relative, text in mine.items():
+        with open(os.path.join(output_dir, relative)) as file:
+            assert file.read() == text
+    # The earlier run's own files in those folders are gone.
+    assert not set(old_events) & set(
+        os.listdir(os.path.join(output_dir, "logs", "train")))
+    assert _history_epochs(output_dir) == [0]
