@@ -114,10 +114,10 @@ def _refuse_user_data_flags(args):
         if value is not None]
     if given:
         raise ValueError(
-            f"{', '.join(given)} apply to your own data (--dataset "
-            f"folder:PATH, npz:PATH or tfds:NAME) only; {args.dataset!r} "
-            "has a fixed image size and test split. Received: --dataset "
-            f"{args.dataset}")
+            "The options of your own data (--dataset folder:PATH, "
+            f"npz:PATH or tfds:NAME) do not apply to {args.dataset!r}, "
+            "which has a fixed image size and test split: drop "
+            f"{', '.join(given)}. Received: --dataset {args.dataset}")
 
 
 def _evaluate_clean(args, options):

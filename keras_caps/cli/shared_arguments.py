@@ -1,6 +1,8 @@
 """Flags that several `keras-caps` commands share, and what they mean."""
 
 import argparse
+import os
+import re
 
 from keras_caps.cli.argument_types import float_list
 from keras_caps.cli.argument_types import int_list
@@ -74,8 +76,9 @@ def dataset_name(text):
     if text in DATASETS or is_user_dataset(text):
         return text
     raise argparse.ArgumentTypeError(
-        f"expected one of {', '.join(sorted(DATASETS))}, or folder:PATH, "
-        f"npz:PATH or tfds:NAME; received {text!r}")
+        f"invalid choice: {text!r} (choose from "
+        f"{', '.join(sorted(DATASETS))}, or your own data: folder:PATH, "
+        "npz:PATH or tfds:NAME)")
 
 
 DATASET_HELP = (
@@ -143,9 +146,6 @@ def user_data_options(args):
 def dataset_slug(dataset):
     """A folder-name form of `--dataset`: `mnist`, or for `folder:~/cats`
     `cats` (the last part of a path; TFDS: the name)."""
-    import os
-    import re
-
     from keras_caps.datasets.user_dataset import is_user_dataset
 
     if not is_user_dataset(dataset):

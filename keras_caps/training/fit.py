@@ -207,9 +207,10 @@ def _refuse_read_options(dataset, read_options):
              if value is not None]
     if given:
         raise ValueError(
-            f"{', '.join(given)} apply to datasets a user brings "
-            f"(folder:PATH, npz:PATH, tfds:NAME) only; {dataset!r} has a "
-            f"fixed image size and test split. Received: dataset={dataset!r}"
+            f"The options of datasets a user brings (folder:PATH, "
+            f"npz:PATH, tfds:NAME) do not apply to {dataset!r}, which has a "
+            f"fixed image size and test split: drop {', '.join(given)}. "
+            f"Received: dataset={dataset!r}"
             ", " + ", ".join(f"{name}={value!r}"
                              for name, value in read_options.items()
                              if value is not None))

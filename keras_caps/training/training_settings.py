@@ -148,9 +148,9 @@ class TrainingSettings:
                      if getattr(self, name) is not None}
             if given:
                 raise ValueError(
-                    f"{' and '.join(f'`{name}`' for name in given)} apply "
-                    "to datasets a user brings (folder:PATH, npz:PATH, "
-                    f"tfds:NAME) only; {self.dataset!r} has its own preset."
+                    "Only datasets a user brings (folder:PATH, npz:PATH, "
+                    f"tfds:NAME) take {' and '.join(map(repr, given))}; "
+                    f"{self.dataset!r} has its own preset and data."
                     f" Received: dataset={self.dataset!r}, "
                     + ", ".join(f"{name}={value!r}"
                                 for name, value in given.items()))

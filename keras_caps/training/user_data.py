@@ -135,9 +135,9 @@ def build_for_user_data(family, settings, data, input_statistics):
         height, width, channels = data.info.input_shape
         raise ValueError(
             f"{family.name} with the {preset!r} preset cannot take the "
-            f"{height}x{width}x{channels} images of {settings.dataset}: "
-            f"{error} Resize the images with `image_size` (--image-size), "
-            "or choose another `preset` (--preset).") from None
+            f"{height}x{width}x{channels} images of {settings.dataset} "
+            f"({error}). Resize the images with `image_size` "
+            "(--image-size), or choose another `preset` (--preset).") from None
 
 
 def check_model_matches_data(network, data, model_path):
