@@ -217,3 +217,27 @@ def test_settings_read_the_data_again_and_refuse_changes(tmp_path):
     write_image_folder(tmp_path / "images", {"c": 5}, size=(16, 16))
     with pytest.raises(ValueError, match="changed since"):
         read_user_data(settings, None)
+
+
+def test_compare_on_an_image_folder(folder_run, tmp_path, capsys):
+    images = folder_run["images"]
+    argv = ["compare", "--dataset", f"folder:{images}", "--routers", "cnn",
+            "--seeds", "0", "--no-reconstruction", "--output-dir",
+            tmp_path / "compare", *TINY]
+    status, out, err = _run(capsys, *argv)
+    assert status == 0, err
+    results = _json(tmp_path / "compare" / "results.json")
+    settings = results["settings"]
+    assert settings["preset"] == "mnist"
+    assert settings["data"]["source"] == _json(
+        folder_run["run"] / "metrics.json")["data_source"]
+    model = results["models"][0]
+    assert model["evaluation"]["clean"]["num_images"] == 4
+    trained = _json(tmp_path / "compare" / "models" / "cnn_seed0"
+                    / "metrics.json")
+    assert trained["data_source"] == settings["data"]["source"]
+    assert "clean" in out and "4 test images" in out
+    status, _, err = _run(capsys, *argv[:-len(TINY)], *TINY[:2])
+    assert status == 2 and "holds a comparison" in err
+    status, _, err = _run(capsys, *argv, "--noise", "0.1")
+    assert status == 2 and "clean accuracy only" in err

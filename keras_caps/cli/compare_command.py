@@ -8,7 +8,11 @@ from keras_caps.cli.argument_types import name_list
 from keras_caps.cli.argument_types import positive_int
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
+from keras_caps.cli.shared_arguments import add_user_data_arguments
+from keras_caps.cli.shared_arguments import dataset_name
+from keras_caps.cli.shared_arguments import dataset_slug
 from keras_caps.cli.shared_arguments import requested_corruptions
+from keras_caps.cli.shared_arguments import user_data_options
 
 
 def add_compare_command(commands):
@@ -24,16 +28,18 @@ def add_compare_command(commands):
                          default=list(COMPARED_MODELS),
                          help="Comma-separated, among "
                          f"{','.join(COMPARED_MODELS)}. Defaults to all.")
-    compare.add_argument("--dataset", default="mnist",
-                         choices=("mnist", "fashion_mnist", "smallnorb",
-                                  "mnist_canvas"),
-                         help="mnist_canvas: MNIST digits placed at random "
-                         "on a 40x40 canvas (generated), for --affine.")
+    compare.add_argument("--dataset", default="mnist", type=dataset_name,
+                         help="mnist, fashion_mnist, smallnorb or "
+                         "mnist_canvas (MNIST digits placed at random on a "
+                         "40x40 canvas, generated, for --affine); or your "
+                         "own data: folder:PATH, npz:PATH or "
+                         "tfds:NAME (clean accuracy only).")
     compare.add_argument("--seeds", type=int_list, default=[0, 1],
                          help="Comma-separated seeds, one model per router "
                          "and seed. Defaults to 0,1.")
     _add_recipe_arguments(compare)
     add_data_arguments(compare)
+    add_user_data_arguments(compare, preset=True)
     compare.add_argument("--output-dir", default=None,
                          help="Defaults to runs/compare_<dataset>.")
     add_corruption_arguments(compare)
@@ -78,7 +84,8 @@ def run_compare(args):
         validation=args.validation, reconstruction=args.reconstruction,
         corruptions=requested_corruptions(args),
         evaluation_seed=args.corruption_seed, isolation=args.isolation,
-        verbose=0, download=args.download)
+        verbose=0, download=args.download, preset=args.preset,
+        read_options=user_data_options(args))
     with open(os.path.join(output_dir, "results.md")) as file:
         print(file.read())
     for router, row in results["routers"].items():
@@ -90,7 +97,8 @@ def run_compare(args):
 
 
 def _output_dir(args):
-    return args.output_dir or os.path.join("runs", f"compare_{args.dataset}")
+    return args.output_dir or os.path.join(
+        "runs", f"compare_{dataset_slug(args.dataset)}")
 
 
 def _interrupted(args):

@@ -28,6 +28,11 @@ again); a run killed halfway resumes from its backup (see
 was recorded (by an earlier keras_caps, without `"data"`) is refused, not
 adopted: nothing tells which data its models were trained on.
 
+A dataset a user brings (`dataset="folder:PATH"`, `"npz:PATH"` or
+`"tfds:NAME"`) trains every model on a `CapsuleClassifier` preset (the
+closest to its images, or `preset`) and is evaluated on clean test data
+only; see `keras_caps.evaluation.user_data_comparison`.
+
 Training speed (ms/step) is each model's training time divided by the
 optimizer steps taken in the same process (`train_seconds_this_run` /
 `train_steps_this_run` of its `metrics.json`), so a resumed model is
@@ -55,8 +60,10 @@ from keras_caps.applications.capsule_classifier import (
 from keras_caps.applications.capsule_classifier import ROUTERS
 from keras_caps.datasets import idx
 from keras_caps.datasets import sources
+from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import robustness
+from keras_caps.evaluation import user_data_comparison
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.atomic_files import write_text_atomically
 from keras_caps.training.record_files import UnreadableRecordError
@@ -86,14 +93,16 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             epochs=None, steps_per_epoch=None, batch_size=None,
             data_dir=None, validation="holdout", reconstruction=True,
             corruptions=None, evaluation_seed=1234, isolation="process",
-            verbose=0, download=True):
+            verbose=0, download=True, preset=None, read_options=None):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
         routers: list of str. Keys of `COMPARED_MODELS` (the routers of
             `CapsuleClassifier` and `"cnn"`). Defaults to all of them.
         dataset: str. A `CapsuleClassifier` preset: `"mnist"`,
-            `"fashion_mnist"`, `"smallnorb"` or `"mnist_canvas"`.
+            `"fashion_mnist"`, `"smallnorb"` or `"mnist_canvas"`; or a
+            dataset a user brings, `"folder:PATH"`, `"npz:PATH"` or
+            `"tfds:NAME"` (clean accuracy only: no `corruptions`).
         output_dir: str. The comparison's folder.
         seeds: list of int. One model per router and seed. Defaults to
             `(0, 1)`.
@@ -121,6 +130,12 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             `keras.backend.clear_session()` (no process start-up, but
             memory grows by some megabytes per model).
         verbose: Keras `fit` verbosity. Defaults to `0`.
+        preset: str or `None`. A user's dataset: the `CapsuleClassifier`
+            preset every model trains with; `None`: the closest to its
+            images (`keras_caps.training.model_recipe.closest_preset`).
+        read_options: dict or `None`. A user's dataset: how to read it,
+            `image_size`, `color_mode`, `test_dir`, `test_share` (see
+            `keras_caps.training.train`).
 
     Returns:
         dict: the `results.json` record (`"settings"` with `"data"`,
@@ -144,14 +159,31 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
     ...     output_dir="runs/compare", seeds=[0, 1], epochs=2,
     ...     corruptions={"noise": [0.1, 0.2, 0.4]})
     """
-    settings = _check_settings(
-        routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
-        validation, reconstruction, corruptions, evaluation_seed)
     if isolation not in ISOLATIONS:
         raise ValueError(
             f"Unknown `isolation`. Expected one of {list(ISOLATIONS)}. "
             f"Received: isolation={isolation!r}")
-    settings["data"] = _data_record(dataset, data_dir)
+    user_data = None
+    if is_user_dataset(dataset):
+        if corruptions and any(corruptions.values()):
+            raise ValueError(
+                "The corruptions read the built-in datasets' test sets; a "
+                f"comparison on {dataset} measures clean accuracy only. "
+                f"Drop them. Received: corruptions={corruptions!r}")
+        preset, user_data = user_data_comparison.read_comparison_data(
+            COMPARED_MODELS[_check_routers(routers)[0]], dataset, preset,
+            read_options, data_dir=data_dir, download=download)
+    elif preset is not None or any((read_options or {}).values()):
+        raise ValueError(
+            "`preset` and `read_options` (--preset, --image-size, "
+            "--color-mode, --test-dir, --test-share) apply to datasets a "
+            f"user brings only; {dataset!r} has its own. Received: "
+            f"preset={preset!r}, read_options={read_options!r}")
+    settings = _check_settings(
+        routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
+        validation, reconstruction, corruptions, evaluation_seed, preset)
+    settings["data"] = (_data_record(dataset, data_dir)
+                        if user_data is None else user_data)
     _claim_output_dir(output_dir, settings)
     runs = []
     for router in settings["routers"]:
@@ -175,10 +207,15 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
 
 def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
                     batch_size, validation, reconstruction, corruptions,
-                    evaluation_seed):
-    """The comparison's settings (`compare.json`), checked and resolved."""
+                    evaluation_seed, preset=None):
+    """The comparison's settings (`compare.json`), checked and resolved;
+    `preset`: that of a user's dataset (then recorded)."""
     routers = _check_routers(routers)
     seeds = _check_seeds(seeds)
+    if preset is not None:
+        return _check_user_data_settings(
+            routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
+            validation, reconstruction, evaluation_seed, preset)
     if dataset not in CAPSULE_CLASSIFIER_PRESETS:
         raise ValueError(
             "Unknown `dataset`. Expected one of "
@@ -200,6 +237,30 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
         "validation": validation,
         "reconstruction": bool(reconstruction),
         "corruptions": robustness.check_corruptions(dataset, corruptions),
+        "evaluation_seed": int(evaluation_seed),
+    }
+
+
+def _check_user_data_settings(routers, dataset, seeds, epochs,
+                              steps_per_epoch, batch_size, validation,
+                              reconstruction, evaluation_seed, preset):
+    """`_check_settings` for a user's dataset on `preset`."""
+    recipe = TrainingSettings(
+        COMPARED_MODELS[routers[0]], dataset, epochs=epochs,
+        steps_per_epoch=steps_per_epoch, batch_size=batch_size,
+        validation=validation, preset=preset)
+    recipe.resolve()  # Refuses a preset the compared models lack.
+    defaults = CAPSULE_CLASSIFIER_PRESETS[preset]
+    return {
+        "routers": routers, "dataset": dataset, "preset": preset,
+        "seeds": seeds,
+        "epochs": defaults["epochs"] if epochs is None else recipe.epochs,
+        "steps_per_epoch": recipe.steps_per_epoch,
+        "batch_size": defaults["batch_size"] if batch_size is None
+        else recipe.batch_size,
+        "validation": validation,
+        "reconstruction": bool(reconstruction),
+        "corruptions": dict(user_data_comparison.NO_CORRUPTIONS),
         "evaluation_seed": int(evaluation_seed),
     }
 
@@ -250,6 +311,10 @@ def training_settings(settings, router, seed):
     training_settings(results["settings"], "dynamic", 0).to_record()
     ```
     """
+    user_data = {}
+    if "preset" in settings:  # A user's dataset, read as recorded.
+        user_data = {"preset": settings["preset"],
+                     "data_source": settings["data"]["source"]}
     return TrainingSettings(
         COMPARED_MODELS[router], settings["dataset"],
         epochs=settings["epochs"],
@@ -257,7 +322,8 @@ def training_settings(settings, router, seed):
         batch_size=settings["batch_size"], seed=seed,
         validation=settings["validation"],
         # The CNN has no decoder.
-        reconstruction=settings["reconstruction"] and router != "cnn")
+        reconstruction=settings["reconstruction"] and router != "cnn",
+        **user_data)
 
 
 def _data_record(dataset, data_dir):
@@ -499,10 +565,16 @@ def train_and_evaluate(router, settings, folder, evaluation, *,
         _free_memory()
     if _finished_evaluation(folder, evaluation) is None:
         logging.info("%s, seed %d: evaluating", router, settings.seed)
-        record = robustness.evaluate_robustness(
-            os.path.join(folder, "model.keras"), settings.dataset,
-            corruptions=evaluation["corruptions"], data_dir=data_dir,
-            seed=evaluation["seed"], download=download)
+        model_path = os.path.join(folder, "model.keras")
+        if settings.is_user_data():
+            record = user_data_comparison.evaluate_on_user_data(
+                model_path, settings.data_source, data_dir=data_dir,
+                download=download)
+        else:
+            record = robustness.evaluate_robustness(
+                model_path, settings.dataset,
+                corruptions=evaluation["corruptions"], data_dir=data_dir,
+                seed=evaluation["seed"], download=download)
         write_json_atomically(evaluation_path,
                               {"settings": evaluation, **record})
 
@@ -641,6 +713,12 @@ def results_markdown(results):
 def _data_text(data):
     if data is None:  # A results.json of an earlier keras_caps.
         return "data not recorded"
+    if "source" in data:  # A user's dataset.
+        source = data["source"]
+        return (f"{source['num_train']} training and {source['num_test']} "
+                f"test images, {source['image_size'][0]}x"
+                f"{source['image_size'][1]} {source['color_mode']}, "
+                f"{len(source['class_names'])} classes")
     where = data["data_dir"] or "the default TFDS data directory"
     if "tfds" in data:
         return (f"TFDS {data['tfds']['name']} {data['tfds']['version']} "
