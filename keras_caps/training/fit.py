@@ -112,8 +112,9 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
 
     Args:
         model: str. A key of `MODELS`. Defaults to `"efficient_capsnet"`.
-        dataset: str. A key of `keras_caps.datasets.DATASETS`. Defaults to
-            `"mnist"`.
+        dataset: str. A key of `keras_caps.datasets.DATASETS`, or a
+            dataset a user brings (`"folder:PATH"`, `"npz:PATH"`,
+            `"tfds:NAME"`). Defaults to `"mnist"`.
         output_dir: str. Folder for checkpoints, logs, model and export.
         settings: `TrainingSettings`. Everything that changes the result.
             Defaults to `TrainingSettings(model, dataset, **setting_fields)`;
@@ -142,8 +143,9 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
             `batch_size`, `steps_per_epoch` (at most the number of training
             batches in one epoch), `precision`, `seed`, `validation`,
             `reconstruction`, `deterministic`, `dataset_options`,
-            `routing_temperature`, `temperature_decay` and
-            `min_temperature`.
+            `routing_temperature`, `temperature_decay`, `min_temperature`
+            and, for a dataset a user brings, `preset` (see
+            `TrainingSettings`).
 
     Returns:
         The metrics record written to `metrics.json`: the settings'
