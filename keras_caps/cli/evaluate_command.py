@@ -5,10 +5,10 @@ import json
 import sys
 
 from keras_caps.cli.argument_types import positive_int
-from keras_caps.cli.shared_arguments import DATASET_HELP
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import add_user_data_arguments
+from keras_caps.cli.shared_arguments import dataset_help
 from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_options
 from keras_caps.cli.shared_arguments import requested_corruptions
@@ -36,10 +36,11 @@ def add_evaluate_command(commands):
                           choices=["efficient_capsnet", "capsnet"],
                           help="The model the --weights belong to.")
     evaluate.add_argument("--dataset", default="mnist", type=dataset_name,
-                          help=DATASET_HELP + " Your own data is read as "
-                          "the run that trained --model-path read it (its "
-                          "metrics.json), unless the flags below say "
-                          "otherwise.")
+                          help=dataset_help(
+                              " Your own data is read as the run that "
+                              "trained --model-path read it (its "
+                              "metrics.json), unless the flags below say "
+                              "otherwise."))
     evaluate.add_argument("--batch-size", type=positive_int, default=16)
     add_data_arguments(evaluate)
     add_user_data_arguments(evaluate)

@@ -82,10 +82,18 @@ def dataset_name(text):
 
 
 DATASET_HELP = (
-    "A built-in dataset, or your own: folder:PATH (a folder of class "
+    "A built-in dataset ({names}), or your own: folder:PATH (a folder of "
+    "class "
     "subfolders of PNG, JPEG, BMP or GIF images), npz:PATH (x_train, "
     "y_train, x_test, y_test) or tfds:NAME[:VERSION] (a TFDS image "
     "classification dataset).")
+
+
+def dataset_help(extra=""):
+    """`--dataset`'s help: `DATASET_HELP` with the built-in names."""
+    from keras_caps.datasets import DATASETS
+
+    return DATASET_HELP.format(names=", ".join(sorted(DATASETS))) + extra
 
 
 def image_size(text):

@@ -6,9 +6,9 @@ import os
 
 from keras_caps.cli.argument_types import positive_float
 from keras_caps.cli.argument_types import positive_int
-from keras_caps.cli.shared_arguments import DATASET_HELP
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import add_user_data_arguments
+from keras_caps.cli.shared_arguments import dataset_help
 from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_options
 from keras_caps.cli.shared_arguments import dataset_slug
@@ -41,7 +41,7 @@ def _add_recipe_arguments(train):
     train.add_argument("--model", default="efficient_capsnet",
                        choices=sorted(MODELS))
     train.add_argument("--dataset", default="mnist", type=dataset_name,
-                       help=DATASET_HELP)
+                       help=dataset_help())
     train.add_argument("--epochs", type=positive_int, default=None,
                        help="Defaults to the model preset's (150 for "
                        "EfficientCapsNet).")
