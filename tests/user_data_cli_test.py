@@ -118,7 +118,8 @@ def test_a_changed_folder_is_refused_on_resume(folder_run, capsys):
     finally:
         extra.unlink()
     assert status == 2
-    assert "other settings (data_source" in err and "--fresh" in err
+    assert "is not what the run in" in err and "fingerprint" in err
+    assert f"then {sum(CLASSES.values())} files" in err and "--fresh" in err
     assert (run / "run.json").read_bytes() == before
     # The same folder again: the complete run is recognised.
     status, _, err = _run(capsys, "train", "--dataset", f"folder:{images}",

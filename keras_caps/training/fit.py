@@ -71,6 +71,7 @@ from keras_caps.training.training_settings import TrainingSettings
 from keras_caps.training.user_data import READ_OPTIONS
 from keras_caps.training.user_data import build_for_user_data
 from keras_caps.training.user_data import check_model_matches_data
+from keras_caps.training.user_data import check_same_data
 from keras_caps.training.user_data import read_user_data
 from keras_caps.training.user_data import recorded_read_options
 from keras_caps.training.user_data import training_statistics
@@ -269,7 +270,7 @@ def _run_chief(settings, output_dir, fresh, data, distribution,
     # deletes anything.
     check_export_target(export_dir, overwrite=True, model_path=model_path)
     run = RunFolder(output_dir, settings)
-    finished = None if fresh else _finished_run(run)
+    finished = None if fresh else _finished_run(run, settings)
     if finished is not None:
         return finished
     # Everything that can refuse this run (the data, the model, options
@@ -285,13 +286,14 @@ def _run_chief(settings, output_dir, fresh, data, distribution,
     return record
 
 
-def _finished_run(run):
+def _finished_run(run, settings):
     """The metrics of the run in `run.path` when it is complete, else
     `None`; raises when the folder belongs to other settings (before
     anything is written)."""
     record = run._read_record()  # A clear error naming an unreadable one.
     if record is None:
         return None
+    check_same_data(record.get("settings", {}), settings, run.path)
     if describe_differences(record.get("settings", {}), run.settings):
         run.open()  # Refuses, listing the differences; writes nothing.
     progress = record.get("progress", {})

@@ -160,3 +160,35 @@ def check_model_matches_data(network, data, model_path):
             f"from those the model {model_path!r} was trained on "
             f"{list(kept)} (its class_names.json): its scores would be "
             "compared with the wrong labels.")
+
+
+def check_same_data(recorded_settings, settings, output_dir):
+    """Raises, naming what changed, when the run in `output_dir` was
+    trained on other contents of the same user's dataset.
+
+    Args:
+        recorded_settings: dict. The `settings` of the run's `run.json`.
+        settings: `TrainingSettings` of this call (with `data_source`).
+        output_dir: str. The run's folder, for the message.
+    """
+    recorded = recorded_settings.get("data_source")
+    if (not settings.is_user_data() or not isinstance(recorded, dict)
+            or recorded_settings.get("dataset") != settings.dataset):
+        return
+    current = _jsonable(settings.data_source)
+    changed = sorted(key for key in set(recorded) | set(current)
+                     if recorded.get(key) != current.get(key))
+    if not changed:
+        return
+    before, now = recorded.get("fingerprint"), current.get("fingerprint")
+    counts = ""
+    if isinstance(before, dict) and isinstance(now, dict):
+        counts = (f" (then {before.get('files')} files, "
+                  f"{before.get('bytes')} bytes; now {now.get('files')} "
+                  f"files, {now.get('bytes')} bytes)")
+    raise ValueError(
+        f"The data of {settings.dataset} is not what the run in "
+        f"{output_dir!r} was trained on: its {', '.join(changed)} changed"
+        f"{counts}. Nothing was changed. Restore the data to resume that "
+        "run, train in another --output-dir, or pass --fresh "
+        "(`fresh=True`) to delete that run's files and start over.")
