@@ -31,21 +31,34 @@ _TFRECORD_OVERHEAD = 16
 def prepared_folder(name, data_dir):
     """The version folder TFDS reads `name` from, or None if unknown.
 
-    `<data_dir>/<name>/[<default config>/]<version>`, with the TFDS default
-    data directory (`$TFDS_DATA_DIR` when TFDS was imported, else
-    `~/tensorflow_datasets`) for `data_dir=None`.
+    `<data_dir>/<name>/[<config>/]<version>`, with the TFDS default data
+    directory (`$TFDS_DATA_DIR` when TFDS was imported, else
+    `~/tensorflow_datasets`) for `data_dir=None`. `name` may carry a
+    config and a version, as `tfds.load` takes it (`"imagenette/160px"`,
+    `"imagenette/160px:1.0.0"`); without them, the builder's default
+    config and its current version.
     """
+    base, config, version = _name_parts(name)
     try:
-        builder_cls = tfds.builder_cls(name)
-    except tfds.core.registered.DatasetNotFoundError:
-        return None  # Unknown names are tfds.load's to report.
-    parts = [data_dir or tfds.core.constants.DATA_DIR, name]
+        builder_cls = tfds.builder_cls(base)
+    except (tfds.core.registered.DatasetNotFoundError, ValueError):
+        return None  # Names this check cannot resolve are tfds.load's.
+    parts = [data_dir or tfds.core.constants.DATA_DIR, base]
     configs = getattr(builder_cls, "BUILDER_CONFIGS", None) or []
-    if configs:
+    if config:
+        parts.append(config)
+    elif configs:
         default = getattr(builder_cls, "DEFAULT_BUILDER_CONFIG_NAME", None)
         parts.append(default or configs[0].name)
-    parts.append(str(builder_cls.VERSION))
+    parts.append(version or str(builder_cls.VERSION))
     return os.path.join(*parts)
+
+
+def _name_parts(name):
+    """`(base, config, version)` of a TFDS `name[/config][:version]`."""
+    base_and_config, _, version = name.partition(":")
+    base, _, config = base_and_config.partition("/")
+    return base, config, version
 
 
 def check_prepared_folder(name, split, data_dir, download):
@@ -64,7 +77,7 @@ def check_prepared_folder(name, split, data_dir, download):
     folder = prepared_folder(name, data_dir)
     if folder is None or not os.path.isdir(folder):
         return
-    problem = _folder_problem(folder, name, split)
+    problem = _folder_problem(folder, _name_parts(name)[0], split)
     if problem is not None:
         raise ValueError(broken_folder_message(name, split, data_dir, folder,
                                                problem, download))
@@ -95,7 +108,8 @@ def read_errors_named(name, split, data_dir, download):
         yield
     except (tf.errors.DataLossError, tf.errors.NotFoundError) as error:
         folder = prepared_folder(name, data_dir) or data_dir
-        reason = str(error.message).strip().splitlines()[0][:300]
+        lines = str(error.message).strip().splitlines()
+        reason = (lines[0] if lines else type(error).__name__)[:300]
         raise ValueError(broken_folder_message(
             name, split, data_dir, folder,
             f"reading its {split!r} examples failed ({reason})",

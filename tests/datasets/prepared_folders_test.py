@@ -147,3 +147,37 @@ def test_cli_reports_a_half_prepared_folder_in_one_line(prepared, tmp_path):
     assert "is incomplete or damaged" in line
     assert "it has no dataset_info.json" in line
     assert not os.path.exists(tmp_path / "routing.png")
+
+
+def test_config_and_version_names_check_their_own_folder(tmp_path):
+    """`name/config[:version]` (issue #27 review): the check looks in the
+    config's folder, and a name it cannot resolve is left to TFDS."""
+    from keras_caps.datasets import prepared_folders
+
+    data_dir = str(tmp_path)
+    assert prepared_folders.prepared_folder(
+        "imagenette/160px", data_dir) == os.path.join(
+            data_dir, "imagenette", "160px", "1.0.0")
+    assert prepared_folders.prepared_folder(
+        "imagenette/320px:0.9.0", data_dir) == os.path.join(
+            data_dir, "imagenette", "320px", "0.9.0")
+    # Not prepared: nothing to check, tfds.load downloads it or says so.
+    prepared_folders.check_prepared_folder("imagenette/160px", "train",
+                                           data_dir, False)
+    folder = os.path.join(data_dir, "imagenette", "160px", "1.0.0")
+    os.makedirs(folder)
+    with pytest.raises(ValueError, match="it has no dataset_info.json") as e:
+        prepared_folders.check_prepared_folder("imagenette/160px", "train",
+                                               data_dir, False)
+    assert repr(folder) in str(e.value)
+
+
+def test_read_error_without_a_message_is_still_one_clear_error(tmp_path):
+    import tensorflow as tf
+
+    from keras_caps.datasets import prepared_folders
+
+    with pytest.raises(ValueError, match=r"failed \(DataLossError\)"):
+        with prepared_folders.read_errors_named("cifar10", "train",
+                                                str(tmp_path), False):
+            raise tf.errors.DataLossError(None, None, "")
