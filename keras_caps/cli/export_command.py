@@ -44,6 +44,7 @@ def run_export(args):
     if not os.path.exists(args.model_path):
         raise ValueError("No model at `--model-path`. Received: "
                          f"{args.model_path!r}")
+    _refuse_run_artifact(args.export_dir)
     # Checked before the (slow) model load as well as by the export.
     check_export_target(args.export_dir, overwrite=args.overwrite,
                         model_path=args.model_path)
@@ -59,3 +60,24 @@ def run_export(args):
                            class_names=class_names)
     print(f"Exported the inference model to {args.export_dir}")
     return 0
+
+
+def _refuse_run_artifact(export_dir):
+    """Raises a `ValueError` if `export_dir` is a run's or a comparison's.
+
+    A training run's `export/` (and anything in a comparison's folder) is
+    written only by the `train` (`compare`) that owns it, never replaced
+    by an export of another model, `--overwrite` or not.
+    """
+    # The owner detection of `--output` files; private there, shared here.
+    from keras_caps.training.output_files import _artifact_owner
+
+    owner = _artifact_owner(export_dir)
+    if owner is None:
+        return
+    command, folder = owner
+    what = "training run" if command == "train" else "comparison"
+    raise ValueError(
+        f"Refusing to export to {export_dir!r}: it belongs to the {what} "
+        f"in {folder!r}, which only `keras-caps {command}` writes. Choose "
+        "another `--export-dir`.")

@@ -155,3 +155,26 @@ def test_a_full_disk_keeps_the_previous_export_and_names_the_folder(
         assert repr(str(disk / "export")) in error, error
         assert os.listdir(disk) == ["export"]
         assert _contents(disk / "export") == before
+
+
+@pytest.mark.parametrize("record", ["run.json", "compare.json"])
+def test_export_overwrite_never_replaces_a_runs_own_export(
+        exported, tmp_path, record, capsys):
+    """Only `train` writes a run's `export/` (#27 review): an export of
+    another model there is refused, `--overwrite` or not."""
+    run = tmp_path / "run"
+    shutil.copytree(exported / "export", run / "export")
+    (run / record).write_text("{}")
+    target = run / "export"
+    if record == "compare.json":  # A model's run inside a comparison.
+        target = run / "models" / "capsnet" / "export"
+        shutil.copytree(run / "export", target)
+    before = _contents(run)
+    assert cli.main(["export", "--model-path",
+                     str(exported / "model.keras"), "--export-dir",
+                     str(target), "--overwrite"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1, error
+    owner = "training run" if record == "run.json" else "comparison"
+    assert f"it belongs to the {owner} in {str(run)!r}" in error, error
+    assert _contents(run) == before
