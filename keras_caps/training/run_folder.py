@@ -24,7 +24,7 @@ RUN_RECORD = "run.json"
 # start with `TEMPORARY_PREFIXES` (files being written, an export being
 # staged or replaced).
 RUN_FILES = ("run.json", "backup", "checkpoints", "history.csv", "logs",
-             "model.keras", "export", "metrics.json")
+             "model.keras", "class_names.json", "export", "metrics.json")
 TEMPORARY_PREFIXES = (".tmp-", ".export-", ".retired-")
 # What a run writes inside its folders (shell patterns of paths relative
 # to the folder; `export/` is checked file by file against its marker):

@@ -305,6 +305,10 @@ def test_fresh_keeps_user_files_inside_the_runs_folders(run_copy):
         os.path.join(output_dir, "logs", "train"))
         if name.startswith("events.out.tfevents.")]
     assert old_events  # The run wrote TensorBoard events there.
+    # As a run on data a user brings leaves it beside its model.
+    stale_names = os.path.join(output_dir, "class_names.json")
+    with open(stale_names, "w") as file:
+        json.dump(["cat", "dog"], file)
     training.train(output_dir=output_dir, data_dir=data_dir,
                    **{**ARGUMENTS, "epochs": 1}, seed=7, fresh=True)
     for relative, text in mine.items():
@@ -314,3 +318,5 @@ def test_fresh_keeps_user_files_inside_the_runs_folders(run_copy):
     assert not set(old_events) & set(
         os.listdir(os.path.join(output_dir, "logs", "train")))
     assert _history_epochs(output_dir) == [0]
+    # An MNIST run writes no class names: the earlier run's are gone.
+    assert not os.path.exists(stale_names)
