@@ -101,7 +101,7 @@ def main(argv=None):
               file=sys.stderr)
         return 1
     except Exception as error:
-        runtime_failure = _tensorflow_runtime_failure(error)
+        runtime_failure = _runtime_failure(error)
         if runtime_failure is None:
             raise
         describe = getattr(args, "on_interrupt", None)
@@ -111,32 +111,15 @@ def main(argv=None):
         return 1
 
 
-# TensorFlow's errors that the environment causes while data is read or a
-# distributed step runs, with what they mean to a user. Any other error is
-# a bug and keeps its traceback.
-_RUNTIME_FAILURES = {
-    "DataLossError": "a data file is corrupt or truncated. If the data "
-    "comes from TFDS, delete its prepared folder so that it is prepared "
-    "again, or pass the --data-dir of a complete copy",
-    "UnavailableError": "a worker of the run stopped answering (it died "
-    "or its network failed); restart every worker with the same command",
-    "ResourceExhaustedError": "memory ran out; use a smaller --batch-size",
-    "DeadlineExceededError": "a worker of the run did not answer in time; "
-    "restart every worker with the same command",
-}
-
-
-def _tensorflow_runtime_failure(error):
-    """One line for a TensorFlow runtime failure, else `None`."""
-    tensorflow = sys.modules.get("tensorflow")
-    if tensorflow is None or not isinstance(error,
-                                            tensorflow.errors.OpError):
+def _runtime_failure(error):
+    """`describe_runtime_failure(error)`, without importing TensorFlow
+    (which `keras_caps.training` imports) when it was not imported: the
+    error cannot be TensorFlow's then."""
+    if "tensorflow" not in sys.modules:
         return None
-    meaning = _RUNTIME_FAILURES.get(type(error).__name__)
-    if meaning is None:
-        return None
-    detail = " ".join(str(error.message).split())[:300]
-    return f"{meaning} (TensorFlow: {type(error).__name__}: {detail})."
+    from keras_caps.training.runtime_failures import describe_runtime_failure
+
+    return describe_runtime_failure(error)
 
 
 def _one_line(error):

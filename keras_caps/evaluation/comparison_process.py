@@ -154,7 +154,10 @@ def _raise_failure(model, status, report):
     if status in (_INTERRUPTED, -signal.SIGINT):
         raise KeyboardInterrupt
     if status < 0:
-        name = signal.Signals(-status).name
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:  # A signal Python has no name for (real-time).
+            name = f"signal {-status}"
         raise OSError(
             f"Training or evaluating the {model} failed: its process was "
             f"killed by {name}. {again} (this model from its last "
@@ -195,8 +198,22 @@ def _report(report_fd, kind, message):
     if report_fd is None:
         print(f"keras-caps compare: error: {message}", file=sys.stderr)
         return
-    data = json.dumps({"kind": kind, "message": message}).encode("utf-8")
-    os.write(report_fd, data[:_MAX_REPORT_BYTES])
+    os.write(report_fd, _report_bytes(kind, message))
+
+
+def _report_bytes(kind, message):
+    """The report as JSON of at most `_MAX_REPORT_BYTES` bytes: a long
+    message is cut (never the JSON, which the parent could not read)."""
+    length = len(message)
+    while True:
+        text = message if length == len(message) else (
+            message[:length] + " [...]")
+        data = json.dumps({"kind": kind, "message": text}).encode("utf-8")
+        if len(data) <= _MAX_REPORT_BYTES:
+            return data
+        # Each character takes 1 to 12 bytes of JSON (escaped).
+        length = min(length - 1,
+                     length * _MAX_REPORT_BYTES // len(data) - 16)
 
 
 def _one_line(error):
@@ -210,8 +227,10 @@ def _main(argv):
     `train_and_evaluate_in_a_process`): `argv[0]` is a JSON object with
     the task, the parent's pid and the pipe's file descriptor."""
     arguments = json.loads(argv[0])
-    _die_with_parent(arguments["parent_pid"])
     report_fd = arguments["report_fd"]
+    if report_fd is not None:  # Not for the processes TensorFlow starts.
+        os.set_inheritable(report_fd, False)
+    _die_with_parent(arguments["parent_pid"])
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         _run_task(arguments["task"])
@@ -230,6 +249,14 @@ def _main(argv):
         if not isinstance(error, FolderInUseError):
             raise
         _report(report_fd, "environment", _one_line(error))
+        return _ENVIRONMENT
+    except Exception as error:
+        from keras_caps.training import runtime_failures
+
+        failure = runtime_failures.describe_runtime_failure(error)
+        if failure is None:  # A bug: its traceback is printed.
+            raise
+        _report(report_fd, "environment", failure)
         return _ENVIRONMENT
     return 0
 

@@ -18,9 +18,11 @@ import pytest
 
 from keras_caps import cli
 from keras_caps.evaluation import comparison
+from keras_caps.evaluation import comparison_process
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.training.run_lock import RunLock
+from tests.tiny_disk import tiny_disk
 
 pytestmark = pytest.mark.single_backend
 
@@ -205,28 +207,68 @@ def test_a_child_whose_folder_is_in_use_is_one_line(data_dir, tmp_path,
     assert _MODEL in line and "is in use by another training run" in line
 
 
-def _mount_tiny_tmpfs(folder, size):
-    """Mounts a tmpfs of `size` at `folder`; skips the test where it can't."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    os.makedirs(folder)
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-        capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {result.stderr.strip()}")
-
-
 def test_a_child_on_a_full_disk_is_one_line(data_dir, tmp_path, capfd):
     # 256 KiB: compare.json fits, the model's checkpoints do not.
     disk = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
-    _mount_tiny_tmpfs(disk, "256k")
-    try:
+    with tiny_disk(disk, "256k"):
         code = cli.main(_flags(data_dir, disk / "compare"))
         captured = capfd.readouterr()
-    finally:
-        subprocess.run(["umount", str(disk)], check=False)
     assert code == 1
     assert "Traceback" not in captured.out + captured.err
     (line,) = _compare_lines(captured.err)
     assert _MODEL in line and "No space left on device" in line
+
+
+def _child_main(monkeypatch, error):
+    """A child's `_main`, in this process, whose task raises `error`:
+    its exit status, its report as the parent reads it, and whether the
+    report pipe stayed inheritable."""
+    def failing_task(task):
+        raise error
+
+    monkeypatch.setattr(comparison_process, "_die_with_parent",
+                        lambda parent_pid: None)
+    monkeypatch.setattr(comparison_process, "_run_task", failing_task)
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)  # As `pass_fds` leaves it.
+    try:
+        status = comparison_process._main([json.dumps(
+            {"task": {}, "parent_pid": os.getppid(),
+             "report_fd": write_end})])
+        inheritable = os.get_inheritable(write_end)
+    finally:
+        os.close(write_end)
+    try:
+        return status, comparison_process._read_report(read_end), inheritable
+    finally:
+        os.close(read_end)
+
+
+def test_a_childs_tensorflow_runtime_failure_is_one_line(monkeypatch):
+    import tensorflow as tf
+
+    status, report, inheritable = _child_main(
+        monkeypatch, tf.errors.ResourceExhaustedError(
+            None, None, "OOM when allocating tensor"))
+    assert status == 1 and not inheritable
+    assert report["kind"] == "environment"
+    assert report["message"].startswith("memory ran out")
+    assert "ResourceExhaustedError: OOM when allocating tensor" in (
+        report["message"])
+    with pytest.raises(OSError, match=f"the model {_MODEL} failed: memory "
+                       "ran out"):
+        comparison_process._raise_failure(f"model {_MODEL}", status, report)
+
+
+def test_a_long_report_is_cut_but_stays_readable(monkeypatch):
+    message = "disk \u00e9\U0001f4be " * 4000  # Escapes grow in JSON.
+    status, report, _ = _child_main(monkeypatch, ValueError(message))
+    assert status == 2 and report["kind"] == "bad_input"
+    assert report["message"].endswith(" [...]")
+    assert message.startswith(report["message"][:-len(" [...]")])
+    assert len(report["message"]) > 300
+
+
+def test_a_child_killed_by_an_unnamed_signal_is_named_by_number():
+    with pytest.raises(OSError, match="killed by signal 40"):
+        comparison_process._raise_failure(f"model {_MODEL}", -40, None)
