@@ -64,6 +64,7 @@ from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import robustness
 from keras_caps.evaluation import user_data_comparison
+from keras_caps.training.atomic_files import write_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.atomic_files import write_text_atomically
 from keras_caps.training.record_files import UnreadableRecordError
@@ -774,5 +775,6 @@ def plot_accuracy_vs_severity(results, path, dpi=100):
         axis.set_title(kind or "clean")
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize="small")
-    figure.savefig(path, dpi=dpi)
+    write_atomically(path, lambda temporary: figure.savefig(temporary,
+                                                            dpi=dpi))
     return path

@@ -8,6 +8,7 @@ for them there; `read_class_names` also reads a text file with one name
 per line (for `keras-caps predict --class-names`).
 """
 
+import contextlib
 import json
 import os
 
@@ -99,12 +100,25 @@ def write_class_names(path, class_names):
     """
     names = check_class_names(class_names)
     path = os.fspath(path)
-    folder = os.path.dirname(path)
-    if folder:
+    folder = os.path.dirname(os.path.abspath(path))
+    # Atomic, as `keras_caps.training.atomic_files` writes (which this
+    # backend-agnostic package cannot import: it imports TensorFlow).
+    temporary = os.path.join(folder,
+                             f".tmp-{os.getpid()}-{os.path.basename(path)}")
+    try:
         os.makedirs(folder, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump(names, file, indent=1)
-        file.write("\n")
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(names, file, indent=1)
+            file.write("\n")
+        os.replace(temporary, path)
+    except BaseException as error:  # No temporary file is left behind.
+        with contextlib.suppress(OSError):
+            if os.path.lexists(temporary):
+                os.remove(temporary)
+        if isinstance(error, OSError) and error.filename != path:
+            raise OSError(error.errno, error.strerror or str(error),
+                          path) from error
+        raise
     return path
 
 

@@ -6,6 +6,8 @@ import os
 
 import keras
 
+from keras_caps.training.atomic_files import write_atomically
+
 
 class HistoryTrim(keras.callbacks.Callback):
     """Drops `history.csv` rows of the epochs a resumed run trains again.
@@ -54,11 +56,12 @@ def trim_history(path, first_epoch):
                         and int(row[column]) < first_epoch]
     if len(kept) == len(rows):
         return
-    temporary = os.path.join(os.path.dirname(os.path.abspath(path)),
-                             f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    with open(temporary, "w", newline="") as file:
-        csv.writer(file).writerows(kept)
-    os.replace(temporary, path)
+
+    def write(temporary):
+        with open(temporary, "w", newline="") as file:
+            csv.writer(file).writerows(kept)
+
+    write_atomically(path, write)
     logging.info("Removed %d rows of epochs from %d on from %s: they are "
                  "trained again.", len(rows) - len(kept), first_epoch + 1,
                  path)
