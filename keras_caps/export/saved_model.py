@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 
 import keras
 import tensorflow as tf
@@ -174,11 +175,37 @@ def _replace_previous(written, path):
         raise
     try:
         os.replace(written, path)
-    except BaseException:
-        os.replace(previous, path)  # The previous export stays.
-        os.rmdir(retired)
+    except BaseException as error:
+        _put_back(previous, retired, path, error)  # The previous stays.
         raise
     shutil.rmtree(retired, ignore_errors=True)
+
+
+def _put_back(previous, retired, path, error):
+    """Moves the earlier export `previous` back to `path` after `error`.
+
+    If that fails too, the earlier export is moved out of the temporary
+    folder `retired` (which a run deletes as its own) to
+    `<path>.previous-<time>`, and an `OSError` says where it is.
+    """
+    try:
+        os.replace(previous, path)
+    except OSError as rollback_error:
+        kept = f"{path}.previous-{time.strftime('%Y%m%dT%H%M%S')}"
+        try:
+            os.rename(previous, kept)
+        except OSError:
+            kept = previous  # Still in `retired`: say so.
+        else:
+            shutil.rmtree(retired, ignore_errors=True)
+        raise OSError(
+            rollback_error.errno,
+            f"Replacing the export {path!r} failed "
+            f"({type(error).__name__}: {error}), and putting the previous "
+            f"export back failed too ({rollback_error}): the previous "
+            f"export is kept in {kept!r}. Move it back to {path!r} "
+            "yourself.") from error
+    os.rmdir(retired)
 
 
 # TensorFlow reports a failed write as an `OpError` naming its own

@@ -178,3 +178,36 @@ def test_export_overwrite_never_replaces_a_runs_own_export(
     owner = "training run" if record == "run.json" else "comparison"
     assert f"it belongs to the {owner} in {str(run)!r}" in error, error
     assert _contents(run) == before
+
+
+def test_a_failed_rollback_keeps_the_previous_export_and_says_where(
+        tmp_path, monkeypatch):
+    """If putting the previous export back fails too (#27 review), it is
+    moved out of the `.retired-*` folder (which a run deletes) and the
+    error names where it is."""
+    from keras_caps.export import saved_model
+
+    path = str(tmp_path / "export")
+    os.makedirs(os.path.join(path, "variables"))
+    (tmp_path / "export" / "variables" / "mine.txt").write_text("previous")
+    written = str(tmp_path / ".export-new")
+    os.makedirs(written)
+    real_replace = os.replace
+
+    def failing_replace(source, target):
+        if source == written or os.path.basename(source) == "model":
+            raise OSError(28, "No space left on device")
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError) as error:
+        saved_model._replace_previous(written, path)
+    monkeypatch.undo()
+    (kept,) = [name for name in os.listdir(tmp_path)
+               if name.startswith("export.previous-")]
+    assert repr(str(tmp_path / kept)) in str(error.value)
+    assert "Replacing the export" in str(error.value)
+    assert (tmp_path / kept / "variables" / "mine.txt").read_text() == (
+        "previous")
+    assert not [name for name in os.listdir(tmp_path)
+                if name.startswith(".retired-")]
