@@ -7,7 +7,6 @@ import signal
 import threading
 
 import tensorflow as tf
-from tensorflow.python.eager import context
 
 from keras_caps.training.worker_rendezvous import wait_for_workers
 from keras_caps.training.worker_rendezvous import watch_startup
@@ -133,9 +132,27 @@ def _without_coordination_service():
     SIGTERM keeps its meaning, and the strategy's own health check
     detects failed peers during training.
     """
-    tf_context = context.context()
-    if tf_context.coordination_service is None:
-        tf_context.configure_coordination_service(service_type="")
+    unbounded = ("if a worker stops after the rendezvous, the start-up "
+                 "watchdog (--worker-timeout) cannot bound TensorFlow's own "
+                 "wait for it")
+    try:  # TensorFlow's private API: it may move.
+        from tensorflow.python.eager import context
+
+        tf_context = context.context()
+        configured = tf_context.coordination_service is not None
+        initialized = tf_context._initialized
+    except (ImportError, AttributeError) as error:
+        logging.warning("Cannot turn TensorFlow's coordination service off "
+                        "(its API moved: %s): %s.", error, unbounded)
+        return
+    if configured:
+        return
+    if initialized:
+        logging.warning(
+            "TensorFlow was initialised before the multi-worker strategy "
+            "(something ran TensorFlow first), so its coordination service "
+            "may stay on: %s.", unbounded)
+    tf_context.configure_coordination_service(service_type="")
 
 
 class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):

@@ -87,3 +87,48 @@ def test_recipe_datasets_shard_by_data():
     dataset = shard_by_data(tf.data.Dataset.range(4).batch(2))
     assert (dataset.options().experimental_distribute.auto_shard_policy
             == tf.data.experimental.AutoShardPolicy.DATA)
+
+
+class _FakeContext:
+    coordination_service = None
+
+    def __init__(self, initialized):
+        self._initialized = initialized
+        self.service_types = []
+
+    def configure_coordination_service(self, service_type):
+        self.service_types.append(service_type)
+
+
+@pytest.mark.single_backend
+@pytest.mark.parametrize("initialized", [False, True])
+def test_coordination_service_off_warns_when_it_cannot_be(
+        monkeypatch, caplog, initialized):
+    """#27 review: an already initialised TensorFlow ignores the setting;
+    the watchdog then cannot bound TensorFlow's wait, and the log says
+    so."""
+    from tensorflow.python.eager import context
+
+    from keras_caps.training import strategy
+
+    fake = _FakeContext(initialized)
+    monkeypatch.setattr(context, "context", lambda: fake)
+    with caplog.at_level("WARNING"):
+        strategy._without_coordination_service()
+    assert fake.service_types == [""]
+    warned = [record.getMessage() for record in caplog.records
+              if "watchdog (--worker-timeout) cannot bound" in
+              record.getMessage()]
+    assert len(warned) == initialized, caplog.text
+
+
+@pytest.mark.single_backend
+def test_coordination_service_api_moved_is_logged(monkeypatch, caplog):
+    from tensorflow.python.eager import context
+
+    from keras_caps.training import strategy
+
+    monkeypatch.delattr(context, "context")
+    with caplog.at_level("WARNING"):
+        strategy._without_coordination_service()
+    assert "its API moved" in caplog.text
