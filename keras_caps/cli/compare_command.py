@@ -103,14 +103,30 @@ def _output_dir(args):
 
 def _interrupted(args):
     """What Ctrl-C left (`keras_caps.cli.main` prints it): the finished
-    models, and how to resume."""
+    models, the backup of a model interrupted while training (if it made
+    one), and how to resume."""
     models = os.path.join(_output_dir(args), "models")
     try:
-        finished = sum(
-            os.path.exists(os.path.join(models, name, "metrics.json"))
-            for name in os.listdir(models))
+        names = sorted(os.listdir(models))
     except OSError:  # No model started.
-        finished = 0
-    return (f"{finished} trained model(s) and the interrupted model's last "
-            f"backup are kept in {models!r}; run the same command again to "
+        names = []
+    finished, backed_up = 0, []
+    for name in names:
+        if os.path.exists(os.path.join(models, name, "metrics.json")):
+            finished += 1
+        elif _holds_files(os.path.join(models, name, "backup")):
+            backed_up.append(name)
+    kept = f"{finished} trained model(s)"
+    if backed_up:
+        kept += (f" and the last backup of the interrupted "
+                 f"{', '.join(backed_up)}")
+    return (f"{kept} are kept in {models!r}; run the same command again to "
             "resume.")
+
+
+def _holds_files(folder):
+    try:
+        with os.scandir(folder) as entries:
+            return any(True for _ in entries)
+    except OSError:  # None made yet.
+        return False

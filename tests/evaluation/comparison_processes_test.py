@@ -272,3 +272,27 @@ def test_a_long_report_is_cut_but_stays_readable(monkeypatch):
 def test_a_child_killed_by_an_unnamed_signal_is_named_by_number():
     with pytest.raises(OSError, match="killed by signal 40"):
         comparison_process._raise_failure(f"model {_MODEL}", -40, None)
+
+
+def test_the_ctrl_c_line_mentions_a_backup_only_when_one_exists(tmp_path):
+    from argparse import Namespace
+
+    from keras_caps.cli import compare_command
+
+    args = Namespace(output_dir=str(tmp_path), dataset="mnist")
+    models = tmp_path / "models"
+    line = compare_command._interrupted(args)
+    assert line.startswith("0 trained model(s) are kept") and (
+        "backup" not in line)
+    (models / "cnn_seed0").mkdir(parents=True)
+    (models / "cnn_seed0" / "metrics.json").write_text("{}")
+    (models / "cnn_seed1").mkdir()  # Interrupted before its first backup.
+    line = compare_command._interrupted(args)
+    assert line.startswith("1 trained model(s) are kept") and (
+        "backup" not in line)
+    (models / "cnn_seed1" / "backup").mkdir()
+    (models / "cnn_seed1" / "backup" / "latest.weights.h5").write_bytes(b"w")
+    line = compare_command._interrupted(args)
+    assert line.startswith("1 trained model(s) and the last backup of the "
+                           "interrupted cnn_seed1 are kept in "
+                           f"{str(models)!r}"), line
