@@ -102,19 +102,25 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         try:
             with open(metadata, encoding="utf-8") as file:
                 state = json.load(file)
+            if not isinstance(state, dict):
+                raise ValueError(f"{metadata!r} is not a JSON object")
+            position = (int(state["epoch"]),
+                        int(state.get("steps_done_in_epoch", 0)))
             if model.optimizer is not None and not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
             _load_weights(model, weights)
-        except (OSError, ValueError) as error:
-            logging.warning("The backup %s is unreadable (%s).", weights,
-                            error)
+        # A torn or truncated file: h5py raises `KeyError` for a missing
+        # object, as the metadata does for a missing field.
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            logging.warning("The backup %s is unreadable (%s: %s).",
+                            weights, type(error).__name__, error)
             return None
         recorded = state.get("iterations")
         if recorded is not None and recorded != _iterations(model):
             logging.warning("The backup %s does not match %s (killed "
                             "between the two writes).", weights, metadata)
             return None
-        return int(state["epoch"]), int(state.get("steps_done_in_epoch", 0))
+        return position
 
     def start(self, epoch, steps_done):
         """The next `fit` starts at step `steps_done` of `epoch`."""
@@ -137,7 +143,12 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self._done = self._offset + batch + 1
         self._since_save += steps
         # The epoch's last step is saved by `on_epoch_end`, after the
-        # epoch's validation and logs.
+        # epoch's validation and logs. Data of unknown length (no
+        # `params["steps"]`) would also be saved after its last step, and a
+        # kill before `on_epoch_end` would then resume at the next epoch
+        # without this one's validation: the recipe's training data always
+        # has a known length (`tf.data` cardinality: in-memory arrays, and
+        # TFDS splits and multi_mnist assert theirs), so `fit` sees none.
         steps_in_fit = (self.params or {}).get("steps")
         last = batch + 1 == steps_in_fit
         if self._since_save >= self.save_freq and not last:

@@ -54,6 +54,29 @@ def test_a_torn_latest_pair_falls_back_to_the_previous(backup_dir):
     assert position == (0, 2) and _iterations(model) == 2
 
 
+def test_a_torn_latest_file_raising_key_error_falls_back(backup_dir,
+                                                        monkeypatch):
+    # A metadata file without its epoch: the previous pair is restored.
+    latest = os.path.join(backup_dir, "training_metadata.json")
+    with open(latest, "w") as file:
+        json.dump({"iterations": 4}, file)
+    (position, model) = _restore(backup_dir)
+    assert position == (0, 2) and _iterations(model) == 2
+    # Weights whose HDF5 objects are missing (h5py: `KeyError`).
+    shutil.copy(latest + ".bkp", latest)
+    load = keras.Model.load_weights
+
+    def torn(model, path, *args, **kwargs):
+        if path.endswith("latest.weights.h5"):
+            raise KeyError("Unable to open object (object 'vars' doesn't "
+                           "exist)")
+        return load(model, path, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "load_weights", torn)
+    (position, model) = _restore(backup_dir)
+    assert position == (0, 2) and _iterations(model) == 2
+
+
 def test_a_kill_between_the_renames_keeps_the_latest_state(backup_dir):
     weights = os.path.join(backup_dir, "latest.weights.h5")
     os.replace(weights, weights + ".bkp")  # The metadata not yet moved.
