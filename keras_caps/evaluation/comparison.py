@@ -42,7 +42,6 @@ timed on the steps it resumed with; a run whose record lacks the steps
 
 import csv
 import gc
-import hashlib
 import io
 import json
 import logging
@@ -51,15 +50,14 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow_datasets as tfds
 
 from keras_caps import training
 from keras_caps.applications.capsule_classifier import (
     CAPSULE_CLASSIFIER_PRESETS,
 )
 from keras_caps.applications.capsule_classifier import ROUTERS
-from keras_caps.datasets import idx
-from keras_caps.datasets import sources
+from keras_caps.datasets.data_record import data_differences
+from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import robustness
@@ -67,6 +65,7 @@ from keras_caps.evaluation import user_data_comparison
 from keras_caps.training.atomic_files import write_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.atomic_files import write_text_atomically
+from keras_caps.training.fit import check_backend
 from keras_caps.training.record_files import UnreadableRecordError
 from keras_caps.training.record_files import read_json_record
 from keras_caps.training.training_settings import PROTOCOLS
@@ -81,13 +80,6 @@ _SEVERITY_LABELS = {"noise": "noise std", "pixels": "pixels replaced",
                     "occlusion": "occluded side (px)"}
 SETTINGS_FILE = "compare.json"
 ISOLATIONS = ("process", "session")
-# The datasets read from the IDX files of a data folder, and the subfolder
-# of it they look in first (`sources.load_image_arrays`).
-_IDX_FOLDERS = {"mnist": "mnist", "fashion_mnist": "fashion_mnist",
-                "mnist_canvas": "mnist"}
-# The TFDS dataset each reads without a data folder (smallnorb: always).
-_TFDS_NAMES = {"mnist": "mnist", "fashion_mnist": "fashion_mnist",
-               "mnist_canvas": "mnist", "smallnorb": "smallnorb"}
 
 
 def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
@@ -164,6 +156,9 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         raise ValueError(
             f"Unknown `isolation`. Expected one of {list(ISOLATIONS)}. "
             f"Received: isolation={isolation!r}")
+    # Every model trains with `train`: a backend it refuses is refused
+    # before any data is read or the folder is claimed.
+    check_backend("`keras-caps compare` (`keras_caps.evaluation.compare`)")
     user_data = None
     if is_user_dataset(dataset):
         if corruptions and any(corruptions.values()):
@@ -183,14 +178,18 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
     settings = _check_settings(
         routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
         validation, reconstruction, corruptions, evaluation_seed, preset)
-    settings["data"] = (_data_record(dataset, data_dir)
+    settings["data"] = (data_record(dataset, data_dir)
                         if user_data is None else user_data)
     _claim_output_dir(output_dir, settings)
+    if user_data is not None:
+        data_dir = settings["data"]["data_dir"]
+    elif data_dir is not None:
+        data_dir = os.path.abspath(data_dir)
     runs = []
     for router in settings["routers"]:
         for seed in settings["seeds"]:
             runs.append(_run_model(router, seed, settings, output_dir,
-                                   verbose, isolation, download))
+                                   verbose, isolation, download, data_dir))
     results = {"settings": settings, "models": runs,
                "routers": _aggregate(runs, settings)}
     write_json_atomically(os.path.join(output_dir, "results.json"), results)
@@ -327,59 +326,6 @@ def training_settings(settings, router, seed):
         **user_data)
 
 
-def _data_record(dataset, data_dir):
-    """What the comparison's data is, as `compare.json` records it.
-
-    With a data folder (`data_dir`, else `$KERAS_CAPS_DATA_DIR`) and an
-    MNIST-format dataset: `{"data_dir": <absolute folder>, "files":
-    {<path in it>: {"bytes": ..., "sha256": ...}}}` for the four IDX files
-    the loaders read (`sources.load_image_arrays`). Otherwise a TFDS
-    dataset: `{"data_dir": <absolute TFDS data directory, or None for
-    TFDS's default>, "tfds": {"name": ..., "version": ...}}`, the version
-    `tfds.load` reads (the data of a prepared version does not change).
-    """
-    folder = sources.resolve_data_dir(data_dir)
-    folder = None if folder is None else os.path.abspath(folder)
-    if folder is None or dataset not in _IDX_FOLDERS:
-        name = _TFDS_NAMES[dataset]
-        return {"data_dir": folder,
-                "tfds": {"name": name,
-                         "version": str(tfds.builder_cls(name).VERSION)}}
-    files_folder = os.path.join(folder, _IDX_FOLDERS[dataset])
-    if not os.path.isdir(files_folder):
-        files_folder = folder
-    files = {}
-    for name in sorted(name for pair in idx.IDX_FILES.values()
-                       for name in pair):
-        path = _idx_file(files_folder, name, dataset)
-        files[os.path.relpath(path, folder)] = _fingerprint(path)
-    return {"data_dir": folder, "files": files}
-
-
-def _idx_file(folder, name, dataset):
-    """The path of the IDX file `name` in `folder` (or its uncompressed
-    copy), as `keras_caps.datasets.idx` finds it."""
-    for candidate in (name, name[:-len(".gz")]):
-        path = os.path.join(folder, candidate)
-        if os.path.isfile(path):
-            return path
-    expected = sorted(name for pair in idx.IDX_FILES.values()
-                      for name in pair)
-    raise ValueError(
-        f"Missing IDX file {name!r} in {folder!r}: the {dataset!r} data "
-        f"folder must hold the four MNIST-format files {expected} (or a "
-        f"{_IDX_FOLDERS[dataset]!r} subfolder holding them). Received: "
-        f"data_dir={folder!r}")
-
-
-def _fingerprint(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return {"bytes": os.path.getsize(path), "sha256": digest.hexdigest()}
-
-
 def _claim_output_dir(output_dir, settings):
     """Writes `compare.json`, or refuses a folder made with another recipe
     or other data.
@@ -418,14 +364,36 @@ def _check_same_comparison(output_dir, previous, current):
             "against this data: the folder is neither resumed nor "
             "extended, and nothing was overwritten. Use another "
             "--output-dir.")
+    data = previous["data"]
+    if isinstance(data, dict) and "source" not in data and "data_dir" in data:
+        raise ValueError(
+            f"{os.path.join(output_dir, SETTINGS_FILE)!r} records its data "
+            "by folder path (a development version of keras_caps), not by "
+            "the files' content as keras_caps now does, so its models "
+            "cannot be checked against this data: the folder is neither "
+            "resumed nor extended, and nothing was overwritten. Use another "
+            "--output-dir.")
     differing = _differences(
-        {**previous, "routers": None}, {**current, "routers": None})
+        {**previous, "routers": None, "data": None},
+        {**current, "routers": None, "data": None})
+    differing += _data_changes(previous["data"], current["data"])
     if differing:
         raise ValueError(
             f"{output_dir!r} holds a comparison made with other settings "
             f"or data (differing: {'; '.join(differing)}); nothing was "
             "overwritten. Use another --output-dir, or the same settings "
             "and data (any routers) to resume or extend it.")
+
+
+def _data_changes(previous, current):
+    """What differs between two data records, a phrase each."""
+    if previous == current:
+        return []
+    if all(isinstance(data, dict) and "source" not in data
+           for data in (previous, current)):  # Built-in datasets.
+        return [f"data: {change}"
+                for change in data_differences(previous, current)]
+    return _differences({"data": previous}, {"data": current})
 
 
 def _differences(previous, current, prefix=""):
@@ -492,7 +460,7 @@ def _finished_evaluation(folder, evaluation):
 
 
 def _run_model(router, seed, settings, output_dir, verbose, isolation,
-               download):
+               download, data_dir):
     """Trains and evaluates one model unless done; returns its record."""
     folder = run_dir(output_dir, router, seed)
     evaluation = _evaluation_settings(settings)
@@ -501,7 +469,7 @@ def _run_model(router, seed, settings, output_dir, verbose, isolation,
     task = {"router": router,
             "settings": training_settings(settings, router, seed),
             "folder": folder, "evaluation": evaluation,
-            "data_dir": settings["data"]["data_dir"], "verbose": verbose,
+            "data_dir": data_dir, "verbose": verbose,
             "download": download}
     if trained_before and _finished_evaluation(folder, evaluation):
         logging.info("%s, seed %d: already trained and evaluated", router,
@@ -720,11 +688,17 @@ def _data_text(data):
                 f"test images, {source['image_size'][0]}x"
                 f"{source['image_size'][1]} {source['color_mode']}, "
                 f"{len(source['class_names'])} classes")
-    where = data["data_dir"] or "the default TFDS data directory"
     if "tfds" in data:
-        return (f"TFDS {data['tfds']['name']} {data['tfds']['version']} "
+        tfds_data = data["tfds"]
+        where = (tfds_data.get("data_dir", data.get("data_dir"))
+                 or "the default TFDS data directory")
+        return (f"TFDS {tfds_data['name']} {tfds_data['version']} "
                 f"from {where}")
-    return f"IDX files of {where}"
+    if "data_dir" in data:  # The path-based record of a development version.
+        return f"IDX files of {data['data_dir']}"
+    digests = ", ".join(f"{name} {fingerprint['sha256'][:12]}"
+                        for name, fingerprint in sorted(data["files"].items()))
+    return f"IDX files (SHA-256 {digests})"
 
 
 def _speed_cell(row):

@@ -36,6 +36,8 @@ import tensorflow as tf
 from keras_caps import datasets
 from keras_caps import model_roles as roles
 from keras_caps.callbacks import RoutingTemperatureScheduler
+from keras_caps.datasets.data_record import data_differences
+from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.user_dataset import resolve_user_dataset
 from keras_caps.diagnostics import find_routers
@@ -168,13 +170,13 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
                     "test_dir": test_dir, "test_share": test_share}
     user_data = None
     if settings.is_user_data():
-        _check_backend()  # Before reading the data: it may take a while.
+        check_backend()  # Before reading the data: it may take a while.
         user_data, settings = read_user_data(
             settings, read_options, data_dir=data_dir, download=download)
     else:
         _refuse_read_options(settings.dataset, read_options)
     settings = settings.resolve()
-    _check_backend()
+    check_backend()
     # A file, or a folder this user cannot write, fails before anything.
     check_output_folder(output_dir)
     keras.utils.set_random_seed(settings.seed)
@@ -219,13 +221,26 @@ def _refuse_read_options(dataset, read_options):
                              if value is not None))
 
 
-def _check_backend():
+def check_backend(command="`keras-caps train` (`keras_caps.training.train`)"):
     """Refuses, before anything is written, a backend the recipe cannot
-    finish on: its last stage, the SavedModel export, needs TensorFlow."""
+    finish on: its last stage, the SavedModel export, needs TensorFlow.
+
+    Args:
+        command: str. What refuses, for the message.
+
+    Raises:
+        ValueError: when Keras runs on another backend than TensorFlow.
+
+    Example:
+
+    ```python
+    check_backend()  # Before writing a run's or a comparison's files.
+    ```
+    """
     backend = keras.backend.backend()
     if backend != "tensorflow":
         raise ValueError(
-            "`keras-caps train` (`keras_caps.training.train`) runs on the "
+            f"{command} runs on the "
             "TensorFlow backend only: its last stage exports a TensorFlow "
             "SavedModel, which the "
             f"{backend!r} backend cannot write, so nothing was trained or "
@@ -269,7 +284,7 @@ def _run_chief(settings, output_dir, fresh, data, distribution,
     # an export of keras_caps (which a rerun replaces), and before `fresh`
     # deletes anything.
     check_export_target(export_dir, overwrite=True, model_path=model_path)
-    run = RunFolder(output_dir, settings)
+    run = RunFolder(output_dir, _run_settings(settings, data[0]))
     finished = None if fresh else _finished_run(run, settings)
     if finished is not None:
         return finished
@@ -278,6 +293,8 @@ def _run_chief(settings, output_dir, fresh, data, distribution,
     # refused command leaves it as it was, and the corrected one needs no
     # `--fresh`.
     network, splits = _build(settings, data, distribution, download)
+    if not fresh:
+        _adopt_data_record(run)
     run.open(fresh=fresh)
     check_export_target(export_dir, overwrite=True, model_path=model_path)
     record = _train_chief(network, splits, settings, run, distribution,
@@ -293,9 +310,13 @@ def _finished_run(run, settings):
     record = run._read_record()  # A clear error naming an unreadable one.
     if record is None:
         return None
-    check_same_data(record.get("settings", {}), settings, run.path)
-    if describe_differences(record.get("settings", {}), run.settings):
-        run.open()  # Refuses, listing the differences; writes nothing.
+    recorded = record.get("settings", {})
+    check_same_data(recorded, settings, run.path)
+    _check_same_built_in_data(recorded, run.settings, run.path)
+    comparable = _comparable_settings(recorded, run.settings)
+    if describe_differences(recorded, comparable):
+        # Refuses, listing the differences; writes nothing.
+        RunFolder(run.path, comparable).open()
     progress = record.get("progress", {})
     if not progress.get("complete") or _missing_artifacts(run.path):
         return None
@@ -303,6 +324,57 @@ def _finished_run(run, settings):
         "The run in %s is already complete, with the same settings: "
         "nothing to do (pass --fresh to train it again).", run.path)
     return read_json_record(os.path.join(run.path, "metrics.json"))
+
+
+def _run_settings(settings, data_dir):
+    """What `run.json` records as the run's settings: the settings and,
+    for a built-in dataset, what its data is (`data`, by content: see
+    `keras_caps.datasets.data_record`), hashed once per command."""
+    record = settings.to_record()
+    if not settings.is_user_data():  # Those record their `data_source`.
+        record["data"] = data_record(settings.dataset, data_dir)
+    return record
+
+
+def _check_same_built_in_data(recorded, current, output_dir):
+    """Raises, naming what changed, when the run in `output_dir` was
+    trained on other data than the built-in dataset's data at hand."""
+    if not isinstance(recorded.get("data"), dict) or "data" not in current:
+        return
+    changed = data_differences(recorded["data"], current["data"])
+    if changed:
+        raise ValueError(
+            f"The data of {current['dataset']} is not what the run in "
+            f"{output_dir!r} was trained on ({'; '.join(changed)}). Nothing "
+            "was changed. Pass the same data (the same files, in any "
+            "folder) to resume that run, train in another --output-dir, or "
+            "pass --fresh (`fresh=True`) to delete that run's files and "
+            "start over.")
+
+
+def _comparable_settings(recorded, current):
+    """`current`, less its data record when the run in the folder was
+    recorded without one (by an earlier keras_caps): such a run resumes on
+    the data at hand, which is then recorded (`_adopt_data_record`)."""
+    if "data" in current and "data" not in recorded:
+        return {key: value for key, value in current.items()
+                if key != "data"}
+    return current
+
+
+def _adopt_data_record(run):
+    """Records the data in a `run.json` written without a data record,
+    once everything else has been checked: the run then resumes on it."""
+    record = run._read_record()
+    if (record is None or "data" not in run.settings
+            or "data" in record.get("settings", {})):
+        return
+    settings = {**record.get("settings", {}), "data": run.settings["data"]}
+    if describe_differences(settings, run.settings):
+        return  # Other settings: `run.open` refuses them.
+    logging.info("%s records no data (an earlier keras_caps): recording "
+                 "the data this run resumes on.", run.record_path)
+    write_json_atomically(run.record_path, {**record, "settings": settings})
 
 
 def _train_chief(network, splits, settings, run, distribution,
@@ -387,6 +459,8 @@ def _write_artifacts(network, test_split, settings, run, distribution,
         run.update(exported=True)
     record = {**settings.to_record(), **progress["trained"],
               "test": progress["test"], **_environment(distribution)}
+    if "data" in run.settings:
+        record["data"] = run.settings["data"]
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
     remove_backup(output_dir)  # Only what the run wrote there.
     run.update(complete=True)

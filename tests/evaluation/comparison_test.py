@@ -228,7 +228,7 @@ class CompareTest(TestCase):
         with open(os.path.join(output_dir, "compare.json")) as file:
             settings = file.read()
         data = json.loads(settings)["data"]
-        self.assertEqual(data["data_dir"], os.path.abspath(data_dir))
+        self.assertNotIn("data_dir", data)  # The content, not the path.
         self.assertEqual(sorted(data["files"]),
                          sorted(name for pair in idx.IDX_FILES.values()
                                 for name in pair))
@@ -247,14 +247,26 @@ class CompareTest(TestCase):
                             seed=5)
         with self.assertRaisesRegex(
                 ValueError, r"other settings or data \(differing: "
-                r"data.data_dir: '[^']*mnist' before, '[^']*other' now"):
+                r"data: t10k-images-idx3-ubyte.gz: \d+ bytes, SHA-256 "
+                r"[0-9a-f]{12}\.\.\. then; \d+ bytes, SHA-256 "
+                r"[0-9a-f]{12}\.\.\. now; "):
             comparison.compare(["self_attention", "cnn", "dynamic"],
                                "mnist", **{**kwargs, "data_dir": other})
+        # The same files in another folder are the same data: resumed,
+        # nothing trained or evaluated again.
+        moved = os.path.join(self.get_temp_dir(), "moved")
+        shutil.copytree(data_dir, moved)
+        with mock.patch.object(comparison, "train_and_evaluate") as trained:
+            again = comparison.compare(["cnn"], "mnist",
+                                       **{**kwargs, "data_dir": moved})
+        trained.assert_not_called()
+        self.assertEqual(again["routers"]["cnn"]["accuracy"],
+                         results["routers"]["cnn"]["accuracy"])
         # The same folder with other test files: refused too.
         _tiny_mnist(data_dir, seed=5)
         with self.assertRaisesRegex(
-                ValueError, r"data.files.t10k-images-idx3-ubyte.gz.sha256: "
-                r"'[0-9a-f]{64}' before, '[0-9a-f]{64}' now"):
+                ValueError, r"data: t10k-images-idx3-ubyte.gz: \d+ bytes, "
+                r"SHA-256 [0-9a-f]{12}\.\.\. then"):
             comparison.compare(["self_attention", "cnn", "dynamic"],
                                "mnist", **kwargs)
         self.assertFalse(os.path.exists(
@@ -273,6 +285,19 @@ class CompareTest(TestCase):
                 ValueError, "earlier keras_caps that did not record"):
             comparison.compare(["self_attention", "cnn"], "mnist",
                                **{**kwargs, "output_dir": legacy})
+        # A comparison that recorded its data by folder path (a development
+        # version): refused with what to do, nothing overwritten.
+        path_based = {**json.loads(settings), "data": {
+            "data_dir": os.path.abspath(data_dir), "files": data["files"]}}
+        with open(os.path.join(legacy, "compare.json"), "w") as file:
+            json.dump(path_based, file)
+        with self.assertRaisesRegex(
+                ValueError, "records its data by folder path.*another "
+                "--output-dir"):
+            comparison.compare(["self_attention", "cnn"], "mnist",
+                               **{**kwargs, "output_dir": legacy})
+        with open(os.path.join(legacy, "compare.json")) as file:
+            self.assertEqual(json.load(file), path_based)
 
     def test_bad_input(self):
         output_dir = os.path.join(self.get_temp_dir(), "unused")
@@ -320,16 +345,30 @@ class CompareTest(TestCase):
                 comparison.compare(["cnn"], "mnist", **kwargs)
         with open(os.path.join(output_dir, "compare.json")) as file:
             data = json.load(file)["data"]
-        self.assertEqual(data, {"data_dir": None, "tfds": {
+        self.assertEqual(data, {"tfds": {
             "name": "mnist",
-            "version": str(tfds.builder_cls("mnist").VERSION)}})
+            "version": str(tfds.builder_cls("mnist").VERSION),
+            "data_dir": os.path.abspath(tfds_dir)}})
         # The same comparison from IDX files: other data, refused.
         data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"))
         with self.assertRaisesRegex(
-                ValueError, r"data.data_dir: None before, '[^']*mnist' now; "
-                r"data.files: absent before, .*; data.tfds: .* absent now"):
+                ValueError, r"data: TFDS data then, IDX files of a data "
+                r"folder now"):
             comparison.compare(["cnn"], "mnist",
                                **{**kwargs, "data_dir": data_dir})
+
+    def test_refuses_a_backend_train_cannot_finish_on(self):
+        # Before compare.json is written, not in each model's training.
+        output_dir = os.path.join(self.get_temp_dir(), "compare")
+        data_dir = _tiny_mnist(os.path.join(self.get_temp_dir(), "mnist"))
+        with mock.patch.object(keras.backend, "backend",
+                               return_value="jax"):
+            with self.assertRaisesRegex(
+                    ValueError, "`keras-caps compare`.*TensorFlow backend "
+                    "only.*KERAS_BACKEND='jax'"):
+                comparison.compare(["cnn"], "mnist", output_dir=output_dir,
+                                   data_dir=data_dir, isolation="session")
+        self.assertFalse(os.path.exists(output_dir))
 
     def test_refuses_a_folder_that_is_not_a_comparison(self):
         output_dir = os.path.join(self.get_temp_dir(), "busy")

@@ -15,6 +15,7 @@ import pytest
 
 from keras_caps import cli
 from keras_caps import training
+from keras_caps.datasets.data_record import data_record
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.training import TrainingSettings
@@ -198,8 +199,54 @@ def test_a_run_json_written_before_training_settings_is_resumed(
     assert record["test"] == progress["test"]
     with open(record_path) as file:
         run = json.load(file)
-    assert run["settings"] == old_settings
+    # The data it resumed on is recorded from now on (#27).
+    assert run["settings"] == {**old_settings,
+                               "data": data_record("mnist", data_dir)}
     assert run["progress"]["complete"] is True
+    assert record["data"] == run["settings"]["data"]
+
+
+def test_a_run_resumes_on_the_same_files_only(run_copy, tmp_path,
+                                               monkeypatch):
+    """The data is recorded by content (#27): other files are refused
+    before anything is written, the same files in another folder resume
+    the run."""
+    data_dir, output_dir, _ = run_copy
+    record_path = os.path.join(output_dir, "run.json")
+    with open(record_path) as file:
+        run = json.load(file)
+    assert run["settings"]["data"] == data_record("mnist", data_dir)
+    assert "data_dir" not in json.dumps(run["settings"]["data"])
+    # Stopped before its export, as a killed run.
+    for stage in ("exported", "complete"):
+        del run["progress"][stage]
+    with open(record_path, "w") as file:
+        json.dump(run, file)
+    os.remove(os.path.join(output_dir, "metrics.json"))
+    before = _modification_times(output_dir)
+    other = write_idx_dataset(str(tmp_path / "other"),
+                              synthetic_digits(100, seed=0),
+                              synthetic_digits(20, seed=5))
+    with pytest.raises(ValueError) as info:
+        training.train(output_dir=output_dir, data_dir=other, **ARGUMENTS)
+    message = str(info.value)
+    assert "not what the run" in message and "\n" not in message
+    assert "t10k-images-idx3-ubyte.gz: " in message
+    assert _modification_times(output_dir) == before
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(keras.Model, "fit", no_fit)
+    monkeypatch.setattr(keras.Model, "evaluate", no_fit)
+    moved = str(tmp_path / "moved")
+    shutil.copytree(data_dir, moved)
+    record = training.train(output_dir=output_dir, data_dir=moved,
+                            **ARGUMENTS)
+    assert record["data"] == run["settings"]["data"]
+    # Complete now; other data is still refused.
+    with pytest.raises(ValueError, match="not what the run"):
+        training.train(output_dir=output_dir, data_dir=other, **ARGUMENTS)
 
 
 def test_files_of_an_unknown_run_are_refused(tmp_path):
