@@ -30,7 +30,10 @@ _MODEL = "'cnn' with seed 3"
 
 
 def _flags(data_dir, output_dir):
-    return ["compare", "--routers", "cnn", "--seeds", "3", "--epochs", "1",
+    # Many short epochs: the model is still training (not done in the
+    # second a slow, loaded machine may take to deliver a signal) when the
+    # tests below kill or interrupt it.
+    return ["compare", "--routers", "cnn", "--seeds", "3", "--epochs", "40",
             "--steps-per-epoch", "2", "--batch-size", "8",
             "--no-reconstruction", "--data-dir", str(data_dir),
             "--output-dir", str(output_dir)]

@@ -31,14 +31,20 @@ ACCURACY_MARGIN = 0.03
 # (about 12 s each on 2 CPU cores).
 _FAST_SHARED_STEM = ("capsule_classifier_inverted_attention",
                      "mixed_bfloat16")
+# float16 is emulated on most CPUs: two steps of this CIFAR-sized model
+# took 154 s on a loaded 2-core machine (13 s under mixed_bfloat16, which
+# runs in CI).
+# Its routing's float16 numerics are checked layer by layer in tests/layers.
+_SLOW_FLOAT16_ON_CPUS = {("inverted_attention_capsnet", "mixed_float16")}
 
 
 def _short_trainings():
     for name in sorted(MODELS):
         for precision in MIXED:
-            slow = ((name.startswith("capsule_classifier_")
-                     or name == "cnn_baseline")
-                    and (name, precision) != _FAST_SHARED_STEM)
+            slow = (((name.startswith("capsule_classifier_")
+                      or name == "cnn_baseline")
+                     and (name, precision) != _FAST_SHARED_STEM)
+                    or (name, precision) in _SLOW_FLOAT16_ON_CPUS)
             yield pytest.param(name, precision,
                                marks=pytest.mark.large if slow else (),
                                id=f"{name}-{precision}")
