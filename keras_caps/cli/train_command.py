@@ -93,7 +93,9 @@ def _add_run_arguments(train):
     train.add_argument("--worker-timeout", type=positive_float,
                        default=600.0, metavar="SECONDS",
                        help="multi_worker: how long to wait for the other "
-                       "workers to start before giving up (default 600).")
+                       "workers to start, and then for TensorFlow's start-up "
+                       "of the cluster, before giving up with a line naming "
+                       "the workers that do not answer (default 600).")
 
 
 def _add_temperature_arguments(train):
