@@ -13,6 +13,7 @@ from keras_caps import cli
 from keras_caps.applications import EfficientCapsNet
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from tests.folder_contents import folder_contents
 
 matplotlib.use("Agg")
 
@@ -31,16 +32,6 @@ def run(tmp_path_factory):
     (run / "history.csv").write_text(
         "epoch,loss,accuracy\n0,1.0,0.5\n1,0.5,0.75\n")
     return folder
-
-
-def _snapshot(folder):
-    found = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as file:
-                found[os.path.relpath(path, folder)] = file.read()
-    return found
 
 
 def _evaluate(run, output):
@@ -63,7 +54,7 @@ def _error(capsys):
 
 def test_the_runs_own_files_are_refused(run, capsys):
     folder = run / "run"
-    before = _snapshot(run)
+    before = folder_contents(run)
     for name in ("model.keras", "run.json", "metrics.json",
                  "checkpoints/best.keras"):
         assert _evaluate(run, folder / name) == 2, name
@@ -73,7 +64,7 @@ def test_the_runs_own_files_are_refused(run, capsys):
     for name in ("run.json", "history.csv", "export/curves.png"):
         assert _plot_curves(run, folder / name) == 2, name
         assert "only `keras-caps train` writes" in _error(capsys)
-    assert _snapshot(run) == before
+    assert folder_contents(run) == before
 
 
 def test_a_comparisons_own_files_are_refused(run, tmp_path, capsys):
@@ -93,7 +84,7 @@ def test_a_users_files_are_refused(run, tmp_path, capsys):
     figure.savefig(tmp_path / "mine.png", format="png")
     plt.close(figure)
     os.symlink(tmp_path / "mine.json", tmp_path / "link.json")
-    before = _snapshot(tmp_path)
+    before = folder_contents(tmp_path)
     for output in ("mine.json", "mine.png", "link.json"):
         assert _evaluate(run, tmp_path / output) == 2
         assert "was not written by `keras-caps evaluate`" in _error(capsys)
@@ -101,7 +92,7 @@ def test_a_users_files_are_refused(run, tmp_path, capsys):
         error = _error(capsys)
         assert "was not written by `keras-caps plot`" in error
         assert f"`--output` {str(tmp_path / output)!r}" in error
-    assert _snapshot(tmp_path) == before
+    assert folder_contents(tmp_path) == before
     assert os.path.islink(tmp_path / "link.json")
 
 

@@ -12,10 +12,8 @@ test sets, so a comparison on a user's data measures clean accuracy only.
 """
 
 import os
-import time
 
 import keras
-import numpy as np
 
 from keras_caps.evaluation import robustness
 from keras_caps.training.training_settings import TrainingSettings
@@ -88,23 +86,6 @@ def evaluate_on_user_data(model_path, source, *, data_dir=None,
     images = images.astype("float32")  # Raw pixels, as the loaders yield.
     predictor = robustness.classifier(keras.saving.load_model(model_path))
 
-    def predict(batch):
-        scores = predictor.predict(batch, batch_size=batch_size, verbose=0)
-        return np.asarray(scores).argmax(axis=-1)
-
-    predict(images[:batch_size])  # Warm-up: traces the function.
-    start = time.perf_counter()
-    predicted = predict(images)
-    seconds = time.perf_counter() - start
-    return {
-        "dataset": source["spec"], "seed": None,
-        "trainable_parameters": int(sum(
-            np.prod(weight.shape) for weight in predictor.trainable_weights)),
-        "clean": {
-            "accuracy": float(np.mean(predicted == labels)),
-            "macro_accuracy": robustness.macro_accuracy(labels, predicted),
-            "images_per_second": float(len(images) / max(seconds, 1e-9)),
-            "num_images": int(len(images)),
-        },
-        "noise": {}, "pixels": {}, "occlusion": {}, "affine": None,
-    }
+    _, scores = robustness.clean_scores(predictor, images, labels,
+                                        batch_size)
+    return {"dataset": source["spec"], "seed": None, **scores}

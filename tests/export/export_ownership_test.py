@@ -14,6 +14,7 @@ from keras_caps.export import export_inference_model
 from keras_caps.export import is_keras_caps_export
 from keras_caps.export.saved_model import MARKER
 from keras_caps.training.run_folder import RunFolder
+from tests.folder_contents import folder_contents
 from tests.tiny_disk import tiny_disk
 
 
@@ -34,19 +35,10 @@ def export_copy(exported, tmp_path):
     return target
 
 
-def _contents(folder):
-    found = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as file:
-                found[os.path.relpath(path, folder)] = file.read()
-    return found
-
-
 def test_the_marker_lists_every_file_with_its_hash(export_copy):
     marker = json.loads((export_copy / MARKER).read_text())
-    written = {name for name in _contents(export_copy) if name != MARKER}
+    written = {name for name in folder_contents(export_copy)
+               if name != MARKER}
     assert set(marker["contents"]) == {
         name.replace(os.sep, "/") for name in written}
     assert "variables/variables.index" in marker["contents"]
@@ -61,14 +53,14 @@ def test_overwrite_keeps_a_user_file_in_a_subfolder(exported, export_copy,
                                                     added, capsys):
     (export_copy / added).parent.mkdir(parents=True, exist_ok=True)
     (export_copy / added).write_text("keep me")
-    before = _contents(export_copy)
+    before = folder_contents(export_copy)
     assert not is_keras_caps_export(str(export_copy))
     assert cli.main(["export", "--model-path",
                      str(exported / "model.keras"), "--export-dir",
                      str(export_copy), "--overwrite"]) == 2
     error = capsys.readouterr().err
     assert "is not an export written by keras_caps" in error, error
-    assert _contents(export_copy) == before
+    assert folder_contents(export_copy) == before
 
 
 def test_a_replaced_file_makes_the_export_not_ours(export_copy):
@@ -122,11 +114,11 @@ def test_train_fresh_keeps_a_user_file_in_the_runs_export(
     (run / "export" / "assets" / "labels.txt").write_text("keep me")
     (run / "run.json").write_text(json.dumps(
         {"settings": {"seed": 1}, "progress": {"trained": True}}))
-    before = _contents(run / "export")
+    before = folder_contents(run / "export")
     # The run folder alone refuses to start fresh and deletes nothing.
     with pytest.raises(ValueError, match="Nothing was deleted"):
         RunFolder(str(run), {"seed": 2}).open(fresh=True)
-    assert _contents(run / "export") == before
+    assert folder_contents(run / "export") == before
     assert json.loads((run / "run.json").read_text())["settings"] == {
         "seed": 1}
     # The command refuses before deleting or training anything.
@@ -136,16 +128,17 @@ def test_train_fresh_keeps_a_user_file_in_the_runs_export(
                      str(tmp_path / "no-data")]) == 2
     error = capsys.readouterr().err
     assert "is not an export written by keras_caps" in error, error
-    assert _contents(run / "export") == before
+    assert folder_contents(run / "export") == before
 
 
 def test_a_full_disk_keeps_the_previous_export_and_names_the_folder(
         exported, tmp_path, capsys):
     """A real full filesystem: room for one export, not for the next."""
-    size = sum(len(data) for data in _contents(exported / "export").values())
+    size = sum(len(data) for data in
+               folder_contents(exported / "export").values())
     with tiny_disk(tmp_path / "disk", f"{size * 3 // 2 >> 10}k") as disk:
         shutil.copytree(exported / "export", disk / "export")
-        before = _contents(disk / "export")
+        before = folder_contents(disk / "export")
         assert cli.main(["export", "--model-path",
                          str(exported / "model.keras"), "--export-dir",
                          str(disk / "export"), "--overwrite"]) == 1
@@ -154,7 +147,7 @@ def test_a_full_disk_keeps_the_previous_export_and_names_the_folder(
         assert "No space left on device" in error, error
         assert repr(str(disk / "export")) in error, error
         assert os.listdir(disk) == ["export"]
-        assert _contents(disk / "export") == before
+        assert folder_contents(disk / "export") == before
 
 
 @pytest.mark.parametrize("record", ["run.json", "compare.json"])
@@ -169,7 +162,7 @@ def test_export_overwrite_never_replaces_a_runs_own_export(
     if record == "compare.json":  # A model's run inside a comparison.
         target = run / "models" / "capsnet" / "export"
         shutil.copytree(run / "export", target)
-    before = _contents(run)
+    before = folder_contents(run)
     assert cli.main(["export", "--model-path",
                      str(exported / "model.keras"), "--export-dir",
                      str(target), "--overwrite"]) == 2
@@ -177,7 +170,7 @@ def test_export_overwrite_never_replaces_a_runs_own_export(
     assert len(error.splitlines()) == 1, error
     owner = "training run" if record == "run.json" else "comparison"
     assert f"it belongs to the {owner} in {str(run)!r}" in error, error
-    assert _contents(run) == before
+    assert folder_contents(run) == before
 
 
 def test_a_failed_rollback_keeps_the_previous_export_and_says_where(

@@ -18,6 +18,7 @@ from keras_caps.applications import inference_model
 from keras_caps.export import export_inference_model
 from keras_caps.testing import TestCase
 from keras_caps.training import MODELS
+from tests.folder_contents import folder_contents
 from tests.training import recipe_datasets
 
 
@@ -81,21 +82,9 @@ class ExportTest(TestCase):
             served.serve(tf.zeros((2, 32, 32, 1)))
 
 
-
 @pytest.fixture(scope="module")
 def tiny_model():
     return EfficientCapsNet("mnist", reconstruction=False)
-
-
-def _contents(folder):
-    """Every file under `folder` with its bytes."""
-    found = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as file:
-                found[os.path.relpath(path, folder)] = file.read()
-    return found
 
 
 def test_export_refuses_a_file(tiny_model, tmp_path):
@@ -117,7 +106,7 @@ def test_export_refuses_a_folder_with_other_files(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="never deletes files it did "
                        "not write"):
         export_inference_model(tiny_model, str(target), overwrite=True)
-    assert _contents(target) == {"notes.txt": b"keep me"}
+    assert folder_contents(target) == {"notes.txt": b"keep me"}
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
@@ -128,14 +117,14 @@ def test_export_refuses_a_foreign_saved_model(tiny_model, tmp_path):
     module.serve = tf.function(lambda x: module.scale * x,
                                input_signature=[tf.TensorSpec([], "float32")])
     tf.saved_model.save(module, target)
-    before = _contents(target)
+    before = folder_contents(target)
     with pytest.raises(ValueError, match="not an export written by "
                        "keras_caps"):
         export_inference_model(tiny_model, target)
     with pytest.raises(ValueError, match="not an export written by "
                        "keras_caps"):
         export_inference_model(tiny_model, target, overwrite=True)
-    assert _contents(target) == before
+    assert folder_contents(target) == before
     assert float(tf.saved_model.load(target).serve(3.0)) == 6.0
 
 
@@ -145,7 +134,7 @@ def test_export_refuses_the_current_folder_and_the_models_folders(
     model_path.parent.mkdir(parents=True)
     model_path.write_text("a model")
     (tmp_path / "notes.txt").write_text("keep me")
-    before = _contents(tmp_path)
+    before = folder_contents(tmp_path)
     monkeypatch.chdir(model_path.parent)
     with pytest.raises(ValueError, match="the current folder"):
         export_inference_model(tiny_model, ".")
@@ -155,7 +144,7 @@ def test_export_refuses_the_current_folder_and_the_models_folders(
         with pytest.raises(ValueError, match="holds the model file"):
             export_inference_model(tiny_model, str(target), overwrite=True,
                                    model_path=str(model_path))
-    assert _contents(tmp_path) == before
+    assert folder_contents(tmp_path) == before
 
 
 def test_export_writes_into_an_empty_folder_and_marks_it(tiny_model,
@@ -176,10 +165,10 @@ def test_export_replaces_its_own_export_only_with_overwrite(tiny_model,
                                                             tmp_path):
     target = str(tmp_path / "export")
     export_inference_model(tiny_model, target)
-    before = _contents(target)
+    before = folder_contents(target)
     with pytest.raises(ValueError, match="previous export.*--overwrite"):
         export_inference_model(tiny_model, target)
-    assert _contents(target) == before
+    assert folder_contents(target) == before
     export_inference_model(tiny_model, target, overwrite=True,
                            model_path="elsewhere.keras")
     with open(os.path.join(target, "keras_caps_export.json")) as file:
