@@ -1,6 +1,5 @@
 """Class scores from a keras_caps SavedModel export (needs TensorFlow)."""
 
-import importlib
 import json
 import os
 
@@ -43,9 +42,11 @@ class ExportedClassifier:
         where = f"`{argument_name}` {self.path!r}"
         self._input_range = _input_range(self.path, where)
         try:
-            # Imported here: the rest of `keras_caps.inference` works
-            # without TensorFlow.
-            tf = importlib.import_module("tensorflow")
+            # Reading a SavedModel is the one thing of keras_caps.inference
+            # that needs TensorFlow: imported here, only for an export, so
+            # the rest works without it (tests/api_test.py allows this file
+            # that one lazy import).
+            import tensorflow as tf
         except ImportError:
             raise ValueError(
                 f"{where} is a SavedModel export, which needs TensorFlow "
