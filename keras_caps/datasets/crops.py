@@ -10,7 +10,7 @@ import tensorflow as tf
 
 
 def crop(images, offsets, size):
-    """Cuts a `size` x `size` window out of each image at its own offset.
+    """Cuts a `size` window out of each image at its own offset.
 
     ```
     crop(images, offsets, size)[b, i, j] =
@@ -22,10 +22,10 @@ def crop(images, offsets, size):
         offsets: int32 tensor of shape `(batch, 2)`: the (row, column) of
             each window's top-left corner. Every window must lie inside
             its image.
-        size: int. Height and width of the windows.
+        size: int (square windows) or `(height, width)`.
 
     Returns:
-        Tensor of shape `(batch, size, size, ...)` and the dtype of
+        Tensor of shape `(batch, height, width, ...)` and the dtype of
         `images`.
 
     Example:
@@ -35,11 +35,11 @@ def crop(images, offsets, size):
     array([[25, 26],
            [29, 30]], dtype=int32)
     """
-    positions = tf.range(size)[None, :]
-    images = tf.gather(images, offsets[:, :1] + positions, axis=1,
-                       batch_dims=1)
-    return tf.gather(images, offsets[:, 1:] + positions, axis=2,
-                     batch_dims=1)
+    height, width = (size, size) if isinstance(size, int) else size
+    images = tf.gather(images, offsets[:, :1] + tf.range(height)[None, :],
+                       axis=1, batch_dims=1)
+    return tf.gather(images, offsets[:, 1:] + tf.range(width)[None, :],
+                     axis=2, batch_dims=1)
 
 
 def random_crop(images, size, seed):

@@ -9,6 +9,8 @@ with zero fill.
 
 import tensorflow as tf
 
+from keras_caps.datasets import crops
+
 MAX_SHIFT_FRACTION = 0.1
 
 
@@ -46,7 +48,7 @@ def random_image_shift(images, seed, max_fraction=MAX_SHIFT_FRACTION):
         [batch, 1], row_seed, 0, 2 * max_rows + 1, dtype=tf.int32)
     columns = tf.random.stateless_uniform(
         [batch, 1], column_seed, 0, 2 * max_columns + 1, dtype=tf.int32)
-    shifted = tf.gather(padded, rows + tf.range(height)[None, :], axis=1,
-                        batch_dims=1)
-    return tf.gather(shifted, columns + tf.range(width)[None, :], axis=2,
-                     batch_dims=1)
+    # A window at offset o of the padded image moves the content by
+    # max - o pixels.
+    return crops.crop(padded, tf.concat([rows, columns], axis=1),
+                      (height, width))
