@@ -209,14 +209,11 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
                     batch_size, validation, reconstruction, corruptions,
                     evaluation_seed, preset=None):
     """The comparison's settings (`compare.json`), checked and resolved;
-    `preset`: that of a user's dataset (then recorded)."""
+    `preset`: that of a user's dataset (then recorded; user data is scored
+    on clean test images only)."""
     routers = _check_routers(routers)
     seeds = _check_seeds(seeds)
-    if preset is not None:
-        return _check_user_data_settings(
-            routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
-            validation, reconstruction, evaluation_seed, preset)
-    if dataset not in CAPSULE_CLASSIFIER_PRESETS:
+    if preset is None and dataset not in CAPSULE_CLASSIFIER_PRESETS:
         raise ValueError(
             "Unknown `dataset`. Expected one of "
             f"{sorted(CAPSULE_CLASSIFIER_PRESETS)}. Received: "
@@ -226,43 +223,27 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
     recipe = TrainingSettings(
         COMPARED_MODELS[routers[0]], dataset, epochs=epochs,
         steps_per_epoch=steps_per_epoch, batch_size=batch_size,
-        validation=validation)
-    preset = CAPSULE_CLASSIFIER_PRESETS[dataset]
-    return {
-        "routers": routers, "dataset": dataset, "seeds": seeds,
-        "epochs": preset["epochs"] if epochs is None else recipe.epochs,
-        "steps_per_epoch": recipe.steps_per_epoch,
-        "batch_size": preset["batch_size"] if batch_size is None
-        else recipe.batch_size,
-        "validation": validation,
-        "reconstruction": bool(reconstruction),
-        "corruptions": robustness.check_corruptions(dataset, corruptions),
-        "evaluation_seed": int(evaluation_seed),
-    }
-
-
-def _check_user_data_settings(routers, dataset, seeds, epochs,
-                              steps_per_epoch, batch_size, validation,
-                              reconstruction, evaluation_seed, preset):
-    """`_check_settings` for a user's dataset on `preset`."""
-    recipe = TrainingSettings(
-        COMPARED_MODELS[routers[0]], dataset, epochs=epochs,
-        steps_per_epoch=steps_per_epoch, batch_size=batch_size,
         validation=validation, preset=preset)
-    recipe.resolve()  # Refuses a preset the compared models lack.
-    defaults = CAPSULE_CLASSIFIER_PRESETS[preset]
-    return {
-        "routers": routers, "dataset": dataset, "preset": preset,
-        "seeds": seeds,
+    if preset is not None:
+        recipe.resolve()  # Refuses a preset the compared models lack.
+        corruptions = dict(user_data_comparison.NO_CORRUPTIONS)
+    else:
+        corruptions = robustness.check_corruptions(dataset, corruptions)
+    defaults = CAPSULE_CLASSIFIER_PRESETS[preset or dataset]
+    settings = {
+        "routers": routers, "dataset": dataset, "seeds": seeds,
         "epochs": defaults["epochs"] if epochs is None else recipe.epochs,
         "steps_per_epoch": recipe.steps_per_epoch,
         "batch_size": defaults["batch_size"] if batch_size is None
         else recipe.batch_size,
         "validation": validation,
         "reconstruction": bool(reconstruction),
-        "corruptions": dict(user_data_comparison.NO_CORRUPTIONS),
+        "corruptions": corruptions,
         "evaluation_seed": int(evaluation_seed),
     }
+    if preset is not None:
+        settings["preset"] = preset
+    return settings
 
 
 def _check_routers(routers):
