@@ -59,7 +59,6 @@ from keras_caps.training.record_files import read_json_record
 from keras_caps.training.resumable_backup import ResumableBackup
 from keras_caps.training.run_folder import RunFolder
 from keras_caps.training.run_folder import check_output_folder
-from keras_caps.training.run_folder import describe_differences
 from keras_caps.training.run_folder import remove_backup
 from keras_caps.training.run_lock import RunLock
 from keras_caps.training.strategy import DEFAULT_WORKER_TIMEOUT
@@ -293,8 +292,6 @@ def _run_chief(settings, output_dir, fresh, data, distribution,
     # refused command leaves it as it was, and the corrected one needs no
     # `--fresh`.
     network, splits = _build(settings, data, distribution, download)
-    if not fresh:
-        _adopt_data_record(run)
     run.open(fresh=fresh)
     check_export_target(export_dir, overwrite=True, model_path=model_path)
     record = _train_chief(network, splits, settings, run, distribution,
@@ -307,16 +304,14 @@ def _finished_run(run, settings):
     """The metrics of the run in `run.path` when it is complete, else
     `None`; raises when the folder belongs to other settings (before
     anything is written)."""
-    record = run._read_record()  # A clear error naming an unreadable one.
+    record = run.read_record()  # A clear error naming an unreadable one.
     if record is None:
         return None
     recorded = record.get("settings", {})
+    # What changed in the data first, then any other setting.
     check_same_data(recorded, settings, run.path)
     _check_same_built_in_data(recorded, run.settings, run.path)
-    comparable = _comparable_settings(recorded, run.settings)
-    if describe_differences(recorded, comparable):
-        # Refuses, listing the differences; writes nothing.
-        RunFolder(run.path, comparable).open()
+    run.check_settings(record)
     progress = record.get("progress", {})
     if not progress.get("complete") or _missing_artifacts(run.path):
         return None
@@ -350,31 +345,6 @@ def _check_same_built_in_data(recorded, current, output_dir):
             "folder) to resume that run, train in another --output-dir, or "
             "pass --fresh (`fresh=True`) to delete that run's files and "
             "start over.")
-
-
-def _comparable_settings(recorded, current):
-    """`current`, less its data record when the run in the folder was
-    recorded without one (by an earlier keras_caps): such a run resumes on
-    the data at hand, which is then recorded (`_adopt_data_record`)."""
-    if "data" in current and "data" not in recorded:
-        return {key: value for key, value in current.items()
-                if key != "data"}
-    return current
-
-
-def _adopt_data_record(run):
-    """Records the data in a `run.json` written without a data record,
-    once everything else has been checked: the run then resumes on it."""
-    record = run._read_record()
-    if (record is None or "data" not in run.settings
-            or "data" in record.get("settings", {})):
-        return
-    settings = {**record.get("settings", {}), "data": run.settings["data"]}
-    if describe_differences(settings, run.settings):
-        return  # Other settings: `run.open` refuses them.
-    logging.info("%s records no data (an earlier keras_caps): recording "
-                 "the data this run resumes on.", run.record_path)
-    write_json_atomically(run.record_path, {**record, "settings": settings})
 
 
 def _train_chief(network, splits, settings, run, distribution,

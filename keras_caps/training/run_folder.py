@@ -26,6 +26,10 @@ RUN_RECORD = "run.json"
 RUN_FILES = ("run.json", "backup", "checkpoints", "history.csv", "logs",
              "model.keras", "class_names.json", "export", "metrics.json")
 TEMPORARY_PREFIXES = (".tmp-", ".export-", ".retired-")
+# Settings a `run.json` of an earlier keras_caps may lack (`data`, the
+# content record of the data): such a run resumes with the value at hand,
+# which `open` records.
+ADOPTABLE = ("data",)
 # What a run writes inside its folders (shell patterns of paths relative
 # to the folder; `export/` is checked file by file against its marker):
 # `clear` deletes these, the run's temporary names and the folders left
@@ -84,7 +88,7 @@ class RunFolder:
             self.clear()
             record = None
         else:
-            record = self._read_record()
+            record = self.read_record()
         if record is None:
             # After `clear`, what is left is a user's: no leftover check.
             leftovers = [] if cleared else [
@@ -101,15 +105,7 @@ class RunFolder:
                     "it cannot tell are a run's. Delete them yourself, or "
                     "use another `--output-dir`.")
         else:
-            differences = describe_differences(record.get("settings", {}),
-                                               self.settings)
-            if differences:
-                raise ValueError(
-                    f"The output folder {self.path!r} belongs to a run with "
-                    f"other settings ({'; '.join(differences)}). Nothing was "
-                    "changed. Rerun with the same settings to resume it, "
-                    "pass `--fresh` (`fresh=True`) to delete that run's "
-                    "files and start over, or use another `--output-dir`.")
+            self.check_settings(record)
         self.progress = {} if record is None else dict(
             record.get("progress", {}))
         self._remove_temporaries()  # Left by a killed run: we hold the lock.
@@ -175,6 +171,31 @@ class RunFolder:
                     shutil.rmtree(path, ignore_errors=True)
                 else:
                     os.remove(path)
+
+    def check_settings(self, record):
+        """Raises a `ValueError` listing the differences when `record` (a
+        `run.json` object) holds other settings; writes nothing.
+
+        A recorded run that lacks a key of `ADOPTABLE` (written by an
+        earlier keras_caps) matches without it: `open` then records the
+        value at hand.
+        """
+        recorded = record.get("settings", {})
+        current = {key: value for key, value in self.settings.items()
+                   if key in recorded or key not in ADOPTABLE}
+        differences = describe_differences(recorded, current)
+        if differences:
+            raise ValueError(
+                f"The output folder {self.path!r} belongs to a run with "
+                f"other settings ({'; '.join(differences)}). Nothing was "
+                "changed. Rerun with the same settings to resume it, "
+                "pass `--fresh` (`fresh=True`) to delete that run's "
+                "files and start over, or use another `--output-dir`.")
+
+    def read_record(self):
+        """The folder's `run.json` object, or `None` if it has none; a
+        `ValueError` naming an unreadable one (writes nothing)."""
+        return self._read_record()
 
     def _read_record(self):
         if not os.path.exists(self.record_path):
