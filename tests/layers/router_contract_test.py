@@ -3,7 +3,9 @@
 Every concrete `Router` subclass of keras_caps is found by class search and
 checked on its default construction (`num_capsules=3, capsule_dim=4` on
 `(2, 6, 4)` children), so a new router is covered without an entry here;
-`EXTRA_CASES` adds the forms a default construction does not reach. The
+`EXTRA_CASES` adds the forms a default construction does not reach (an
+entry named like a class replaces that class's default case, for routers
+whose inputs are not `(batch, children, dim)` vectors). The
 checks: the couplings layout `(batch, heads, children, parents)` and its
 normalisation, `routing_trace` (each pass's couplings are the tempered
 softmax of its agreement, computed here in NumPy), the temperature and
@@ -74,12 +76,36 @@ def router_cases():
 
 
 def _make(case, **kwargs):
+    """The case's layer, called once on its inputs.
+
+    A case's second entry is the children's shape (normal draws), or a
+    callable `rng -> inputs` for routers with other inputs (a list such as
+    `[poses, activations]`).
+    """
     factory, shape = router_cases()[case]
     keras.utils.set_random_seed(3)
     layer = factory(**kwargs)
-    inputs = np.random.default_rng(5).normal(size=shape).astype("float32")
+    rng = np.random.default_rng(5)
+    if callable(shape):
+        inputs = shape(rng)
+    else:
+        inputs = rng.normal(size=shape).astype("float32")
     layer(inputs)
     return layer, inputs
+
+
+def _symbolic(inputs):
+    """`keras.Input`s shaped like `inputs` (one array or a list)."""
+    return keras.tree.map_structure(
+        lambda array: keras.Input(array.shape[1:]), inputs)
+
+
+def _shapes(inputs):
+    return keras.tree.map_structure(lambda array: array.shape, inputs)
+
+
+def _batch_size(inputs):
+    return keras.tree.flatten(inputs)[0].shape[0]
 
 
 def _numpy(value):
@@ -114,18 +140,18 @@ class RouterContractTest(TestCase):
         layer, inputs = _make(case)
         outputs, couplings = layer(inputs, return_couplings=True)
         couplings = _numpy(couplings)
-        expected_shape = layer.compute_couplings_shape(inputs.shape)
+        expected_shape = layer.compute_couplings_shape(_shapes(inputs))
         self.assertEqual(couplings.shape, tuple(expected_shape))
         batch, _, children, parents = couplings.shape
-        self.assertEqual(batch, inputs.shape[0])
+        self.assertEqual(batch, _batch_size(inputs))
         self.assertEqual(parents, outputs.shape[-2])
         self.assertGreaterEqual(couplings.min(), 0.0)
         self.assertAllClose(couplings.sum(axis=_axis(layer)),
                             np.ones(np.delete(couplings.shape, _axis(layer))),
                             atol=2e-6)
         self.assertAllClose(_numpy(layer(inputs)), _numpy(outputs))
-        symbolic = keras.Input(inputs.shape[1:])
-        spec_outputs, spec_couplings = layer(symbolic, return_couplings=True)
+        spec_outputs, spec_couplings = layer(_symbolic(inputs),
+                                             return_couplings=True)
         self.assertEqual(tuple(spec_couplings.shape),
                          (None, *couplings.shape[1:]))
         self.assertEqual(tuple(spec_outputs.shape[1:]), outputs.shape[1:])
@@ -156,7 +182,7 @@ class RouterContractTest(TestCase):
         if trace["votes"] is not None:
             _, _, children, parents = called.shape
             self.assertEqual(tuple(trace["votes"].shape)[:3],
-                             (inputs.shape[0], children, parents))
+                             (_batch_size(inputs), children, parents))
 
     def test_routing_trace_needs_a_built_layer(self):
         with self.assertRaisesRegex(ValueError, "built `FCCaps`"):
@@ -170,7 +196,7 @@ class RouterContractTest(TestCase):
         self.assertEqual(config["temperature"], 0.25)
         self.assertEqual(type(layer).from_config(config).get_config(),
                          config)
-        symbolic = keras.Input(inputs.shape[1:])
+        symbolic = _symbolic(inputs)
         model = keras.Model(symbolic, layer(symbolic))
         path = os.path.join(self.get_temp_dir(), f"{case}.keras")
         model.save(path)
