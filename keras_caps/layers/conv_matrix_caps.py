@@ -1,0 +1,431 @@
+"""Convolutional matrix capsules with EM routing."""
+
+import math
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.router import Router
+from keras_caps.layers.routing_pass import RoutingPasses
+from keras_caps.ops import capsule_ops
+from keras_caps.ops.em_routing import DEFAULT_EPSILON
+from keras_caps.ops.em_routing import MATRIX_CAPSULE_SIZE
+from keras_caps.ops.em_routing import POSE_SIZE
+from keras_caps.ops.em_routing import em_inverse_temperatures
+from keras_caps.ops.em_routing import em_log_likelihood
+from keras_caps.ops.em_routing import em_m_step
+from keras_caps.validation import check_int_pair
+from keras_caps.validation import check_number
+from keras_caps.validation import check_positive_int
+from keras_caps.validation import serialize_regularizers_and_constraints
+from keras_caps.validation import set_regularizers_and_constraints
+
+# A matrix capsule: the 16 entries of its 4 x 4 pose (row-major), then its
+# logistic activation.
+POSE_SIDE = 4
+CAPSULE_SIZE = MATRIX_CAPSULE_SIZE
+# The float32 fill of the max-fold where an offset misses a child.
+_LOWEST = float(np.finfo("float32").min)
+
+
+@keras_caps_export("keras_caps.layers.ConvMatrixCaps")
+class ConvMatrixCaps(Router):
+    """Convolutional matrix capsules with EM routing (Hinton et al., 2018).
+
+    Each parent at output position `(y, x)` sees the `K x K x B` child
+    capsules of its window (`"valid"` windows, stride `s`); child `i` of
+    window offset `(p, q)` and type `t` votes for parent type `c` with
+    `V_ic = M_i W[p, q, t, c]`, the product of 4 x 4 matrices, one learned
+    `W` per (kernel offset, child type, parent type) shared across
+    positions (Hinton, Sabour & Frosst, 2018, Section 3). The parents are
+    routed by Procedure 1 of the paper:
+
+    ```
+    R_ij = 1 / (number of parents child i reaches)        # uniform
+    repeat num_iterations times (lambda_t = inverse_temperatures[t]):
+        M-step per parent j, over the children i in its window:
+            r_ij  = R_ij a_i
+            mu_j, sigma2_j = weighted mean and variance of V_ij (+ eps)
+            a_j   = logistic(lambda_t (beta_a - sum_h (beta_u + log
+                    sigma_jh) sum_i r_ij))
+        E-step (not after the last M-step), per child i:
+            R_ij = softmax over every parent j child i reaches, at every
+                   output position and of every type, of
+                   (log a_j + sum_h log N(V_ijh; mu_jh, sigma2_jh))
+                   / temperature
+    ```
+
+    The parent's pose is `mu_j` (4 x 4), its activation `a_j`. The maths
+    runs in float32 and the log domain (`keras_caps.ops.em_m_step` and
+    `em_log_likelihood`), so it stays finite under `mixed_float16` and
+    `mixed_bfloat16` and for children whose activation is 0.
+
+    Gritzman (2019, arXiv 1907.00652) names three pitfalls of the paper's
+    procedure; here:
+
+    1. *A parent with one child* (variance 0, infinite density): `epsilon`
+       is added to every variance, and a parent is fed only by the
+       children of its own window.
+    2. *Normalising the amount of data assigned to a parent*: not
+       rescaled; the cost is multiplied by `sum_i r_ij` as in Procedure 1
+       (a parent of a larger window pays a larger cost, which `beta_u`,
+       `beta_a` and the inverse temperatures absorb). What
+       `keras_caps.ops.em_m_step` does is what this layer does.
+    3. *Parents at different positions compete for a child*: the E-step
+       normalises `R_ij` over **all** the parents a child reaches, across
+       output positions and types, not within one window: the per-window
+       log-sum-exp is folded back onto the child grid (the adjoint of the
+       window extraction: one strided pad per kernel offset), shifted by
+       each child's maximum, and read back per window. Memory stays
+       linear in the batch size and the grid area; no children x parents
+       tensor over the whole grid is built. The first, uniform pass gives
+       each child `1 / (n_i C)` for its `n_i` windows.
+
+    Couplings (`return_couplings=True`, `routing_trace`): the `Router`
+    layout `(batch, 1, H' * W' * K * K * B, C)`, one row per (output
+    position, window offset, child type), row-major, like
+    `InvertedAttentionRouting`'s convolutional form; `couplings_grid`
+    gives `(H', W')`. A row does **not** sum to 1 over its window's
+    parents: each child's rows, over all the windows it lies in, sum to 1
+    together (`couplings_children` names each row's child). Children that
+    no window covers (the last rows and columns a stride skips) route
+    nowhere. The trace's agreement is the E-step logits `log a_j + log
+    p_ij` (zeros for the uniform pass); its votes are `V` in the same
+    layout, `(batch, H' * W' * K * K * B, C, 16)`.
+
+    Args:
+        num_capsules: int. Parent capsule types `C` per position.
+        kernel_size: int or 2 ints. The window `K`. Defaults to `3`, the
+            paper's.
+        strides: int or 2 ints. Window strides. Defaults to `1`.
+        num_iterations: int. EM iterations (M-steps), at least 1.
+            Defaults to `3`, the paper's.
+        inverse_temperatures: `None`, a positive number (the final value
+            of a linear ramp) or one positive number per iteration,
+            non-decreasing: the `lambda` schedule of the M-step's
+            activation (the paper gives no values). Defaults to `None`,
+            `keras_caps.ops.em_inverse_temperatures`' ramp `t / T`,
+            `(1/3, 2/3, 1)` for 3 iterations.
+        epsilon: float. Added to each variance, above 0. Defaults to
+            `1e-4` (`keras_caps.ops.em_m_step`'s).
+        kernel_initializer: Initializer of the 4 x 4 transforms. Defaults
+            to `RandomNormal(stddev=0.5)`, which keeps the votes at the
+            scale of the poses (each vote entry sums 4 products).
+        kernel_regularizer: Regularizer for them. Defaults to `None`.
+        kernel_constraint: Constraint for them. Defaults to `None`.
+        temperature: float. Routing temperature, above 0: it divides the
+            E-step logits (`1.0`, the default, is Procedure 1).
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Input shape:
+        `(batch, H, W, B, 17)` matrix capsules: 16 pose entries, then the
+        activation (clipped to `[0, 1]`).
+
+    Output shape:
+        `(batch, H', W', C, 17)`, `H' = (H - K) // s + 1`.
+
+    Example:
+
+    >>> layer = keras_caps.layers.ConvMatrixCaps(4, kernel_size=3,
+    ...                                          strides=2)
+    >>> tuple(layer(np.zeros((2, 7, 7, 3, 17))).shape)
+    (2, 3, 3, 4, 17)
+    >>> layer.count_params()  # 3 * 3 * 3 * 4 * 16 + beta_u, beta_a (4 each)
+    1736
+
+    Reference:
+    - [Hinton, Sabour & Frosst, 2018](https://openreview.net/forum?id=HJWLfGWRb)
+    - [Gritzman, 2019](https://arxiv.org/abs/1907.00652)
+    """
+
+    def __init__(self, num_capsules, kernel_size=3, strides=1,
+                 num_iterations=3, inverse_temperatures=None, epsilon=None,
+                 kernel_initializer=None, kernel_regularizer=None,
+                 kernel_constraint=None, temperature=1.0, **kwargs):
+        kwargs.pop("capsule_dim", None)  # always 17, not an argument
+        self.kernel_size = check_int_pair("kernel_size", kernel_size)
+        self.strides = check_int_pair("strides", strides)
+        self.num_iterations = check_positive_int("num_iterations",
+                                                 num_iterations)
+        self.inverse_temperatures = em_inverse_temperatures(
+            self.num_iterations, inverse_temperatures)
+        if epsilon is None:
+            epsilon = DEFAULT_EPSILON
+        epsilon = check_number("epsilon", epsilon)
+        if not 0.0 < epsilon < math.inf:
+            raise ValueError(
+                "Received an invalid value for `epsilon`, expected a finite "
+                f"number above 0. Received: epsilon={epsilon!r}")
+        self.epsilon = epsilon
+        super().__init__(num_capsules, CAPSULE_SIZE, temperature=temperature,
+                         **kwargs)
+        self.kernel_initializer = keras.initializers.get(
+            kernel_initializer or keras.initializers.RandomNormal(stddev=0.5))
+        set_regularizers_and_constraints(
+            self, kernel=(kernel_regularizer, kernel_constraint))
+
+    # --- Building --------------------------------------------------------
+
+    def build_router(self, input_shape):
+        input_shape = self._check_input_shape(input_shape)
+        _, height, width, num_types, _ = input_shape
+        kernel_h, kernel_w = self.kernel_size
+        self._grid = (height, width)
+        self._out_grid = self._output_size(input_shape)
+        self._num_types = num_types
+        self._window_size = kernel_h * kernel_w * num_types
+        self.kernel = self.add_weight(
+            name="kernel", shape=(kernel_h, kernel_w, num_types,
+                                  self.num_capsules, POSE_SIDE, POSE_SIDE),
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint)
+        self.beta_u = self.add_weight(name="beta_u",
+                                      shape=(self.num_capsules,),
+                                      initializer="zeros")
+        self.beta_a = self.add_weight(name="beta_a",
+                                      shape=(self.num_capsules,),
+                                      initializer="zeros")
+        # How many windows hold each child: (H, W, 1), 0 where none does.
+        counts = np.zeros((height, width, 1), "float32")
+        for p in range(kernel_h):
+            for q in range(kernel_w):
+                counts[self._offset_rows(p), self._offset_columns(q)] += 1
+        self._uncovered = (counts == 0).astype("float32")
+        # The uniform first pass, 1 / (n_i C) per window entry: (H', W', N).
+        uniform = 1.0 / (np.maximum(counts, 1.0) * self.num_capsules)
+        self._uniform = self._windows_numpy(
+            np.broadcast_to(uniform, (height, width, num_types)))
+        self.input_spec = keras.InputSpec(
+            ndim=5, axes={1: height, 2: width, 3: num_types,
+                          4: CAPSULE_SIZE})
+
+    def _offset_rows(self, p):
+        """The child rows of kernel row `p` over the output rows: a slice."""
+        return slice(p, p + self.strides[0] * (self._out_grid[0] - 1) + 1,
+                     self.strides[0])
+
+    def _offset_columns(self, q):
+        return slice(q, q + self.strides[1] * (self._out_grid[1] - 1) + 1,
+                     self.strides[1])
+
+    def _windows_numpy(self, grid):
+        """`(H, W, B)` -> the window layout `(H', W', K * K * B)`."""
+        kernel_h, kernel_w = self.kernel_size
+        slices = [grid[self._offset_rows(p), self._offset_columns(q)]
+                  for p in range(kernel_h) for q in range(kernel_w)]
+        stacked = np.stack(slices, axis=2)  # (H', W', K * K, B)
+        return stacked.reshape((*self._out_grid, -1)).astype("float32")
+
+    # --- Routing ---------------------------------------------------------
+    # b: batch, y, x: output rows and columns, n: window children
+    # (kernel row, kernel column, child type), c: parent types, h: the 16
+    # pose entries; the routing state is float32 (b, y, x, n, c).
+
+    def compute_routing(self, inputs, keep_passes=False):
+        windows = capsule_ops.at_least_float32(self._windows(inputs))
+        poses = windows[..., :POSE_SIZE]  # (b, y, x, n, 16)
+        # (b, y, x, n), probabilities
+        activations = ops.clip(windows[..., POSE_SIZE], 0.0, 1.0)
+        votes = self._votes(poses)  # (b, y, x, n, c, 16)
+        # (b, y, x, n, 1): the uniform first pass, broadcast over c.
+        couplings = ops.expand_dims(
+            ops.zeros_like(activations) + self._uniform, -1)
+        couplings = ops.broadcast_to(
+            couplings, (*ops.shape(activations), self.num_capsules))
+        agreement = ops.zeros_like(couplings)
+        passes = []
+        for step, inverse_temperature in enumerate(self.inverse_temperatures):
+            means, variances, parents = em_m_step(
+                votes, couplings * ops.expand_dims(activations, -1),
+                self.beta_u, self.beta_a, inverse_temperature, self.epsilon)
+            passes.append((couplings, agreement, means, parents))
+            if step + 1 < self.num_iterations:
+                # (b, y, x, 1, c) + (b, y, x, n, c): the E-step logits.
+                agreement = ops.expand_dims(ops.log(ops.maximum(
+                    parents, 1e-30)), -2) + em_log_likelihood(
+                        votes, means, variances)
+                couplings = self._normalise_over_reached_parents(agreement)
+        if not keep_passes:
+            passes = passes[-1:]
+        return RoutingPasses(
+            outputs=self._outputs(*passes[-1][2:]),
+            couplings=[self._router_layout(c) for c, _, _, _ in passes],
+            agreement=[self._router_layout(a) for _, a, _, _ in passes],
+            parents=[self._outputs(m, a) for _, _, m, a in passes],
+            votes=ops.reshape(votes, (-1, self._num_rows(),
+                                      self.num_capsules, POSE_SIZE)))
+
+    def _votes(self, poses):
+        """`(b, y, x, n, 16)` poses -> `(b, y, x, n, c, 16)` votes."""
+        shape = ops.shape(poses)
+        poses = ops.reshape(poses, (*shape[:-1], POSE_SIDE, POSE_SIDE))
+        kernel = ops.reshape(
+            capsule_ops.at_least_float32(ops.cast(self.kernel, poses.dtype)),
+            (self._window_size, self.num_capsules, POSE_SIDE, POSE_SIDE))
+        # pose_n @ kernel[n, c], with r, k, t the matrix indices.
+        votes = ops.einsum("byxnrk,nckt->byxncrt", poses, kernel)
+        return ops.reshape(votes, (*shape[:-1], self.num_capsules,
+                                   POSE_SIZE))
+
+    def _normalise_over_reached_parents(self, logits):
+        """Softmax of `logits / temperature` per child over all its parents.
+
+        `logits` `(b, y, x, n, c)`: a child lies in up to `K * K` windows
+        (rows n of several positions); its couplings over all of them and
+        all types sum to 1 (Gritzman, 2019, Section 3.3's pitfall). The
+        shift is each child's own maximum, so the largest term is
+        `exp(0) = 1` and the sum never underflows.
+        """
+        window_max = ops.stop_gradient(ops.max(logits, axis=-1))  # (b,y,x,n)
+        child_max = self._fold(window_max, ops.maximum, _LOWEST)  # (b,H,W,B)
+        shifted = self.temper(
+            logits - ops.expand_dims(self._windows(child_max), -1))
+        exponentials = ops.exp(shifted)  # (b, y, x, n, c), <= 1
+        totals = self._fold(ops.sum(exponentials, axis=-1), ops.add, 0.0)
+        # Uncovered children have no terms; 1 keeps their log finite.
+        log_totals = ops.log(totals + self._uncovered)  # (b, H, W, B)
+        return ops.exp(shifted - ops.expand_dims(
+            self._windows(log_totals), -1))
+
+    # --- Window layout ---------------------------------------------------
+
+    def _windows(self, grid):
+        """`(b, H, W, B, ...)` -> `(b, H', W', K * K * B, ...)`."""
+        kernel_h, kernel_w = self.kernel_size
+        slices = [grid[:, self._offset_rows(p), self._offset_columns(q)]
+                  for p in range(kernel_h) for q in range(kernel_w)]
+        windows = ops.stack(slices, axis=3)  # (b, H', W', K * K, B, ...)
+        shape = ops.shape(windows)
+        return ops.reshape(windows, (*shape[:3], self._window_size,
+                                     *shape[5:]))
+
+    def _fold(self, values, combine, fill):
+        """`_windows`' adjoint: `(b, H', W', K * K * B)` -> `(b, H, W, B)`.
+
+        Each kernel offset's values are spread onto the child grid at the
+        stride (`fill` between and around them) and combined (`ops.add`
+        for sums, `ops.maximum` for maxima).
+        """
+        kernel_h, kernel_w = self.kernel_size
+        values = ops.reshape(values, (-1, *self._out_grid, kernel_h,
+                                      kernel_w, self._num_types))
+        folded = None
+        for p in range(kernel_h):
+            for q in range(kernel_w):
+                placed = self._place(values[:, :, :, p, q], p, q, fill)
+                folded = placed if folded is None else combine(folded, placed)
+        return folded
+
+    def _place(self, values, p, q, fill):
+        """`(b, H', W', B)` at rows `p + s y`, columns `q + s x` of the grid."""
+        for axis, offset in ((1, p), (2, q)):
+            stride = self.strides[axis - 1]
+            size = self._out_grid[axis - 1]
+            if stride > 1:
+                # Interleave stride - 1 fill rows (or columns) after each.
+                gaps = ops.full_like(values, fill)
+                values = ops.stack([values] + [gaps] * (stride - 1),
+                                   axis=axis + 1)
+                shape = ops.shape(values)
+                values = ops.reshape(values, (
+                    *shape[:axis], size * stride, *shape[axis + 2:]))
+                values = values[:, :stride * (size - 1) + 1] if axis == 1 \
+                    else values[:, :, :stride * (size - 1) + 1]
+            padding = [(0, 0)] * 4
+            extent = stride * (size - 1) + 1
+            padding[axis] = (offset, self._grid[axis - 1] - offset - extent)
+            values = ops.pad(values, padding, constant_values=fill)
+        return values
+
+    def _outputs(self, means, activations):
+        """`(b, y, x, c, 16)` and `(b, y, x, c)` -> `(b, y, x, c, 17)`."""
+        capsules = ops.concatenate(
+            [means, ops.expand_dims(activations, -1)], axis=-1)
+        return ops.cast(capsules, self.compute_dtype)
+
+    def _router_layout(self, couplings):
+        """`(b, y, x, n, c)` -> `(b, 1, y * x * n, c)`."""
+        return ops.reshape(couplings,
+                           (-1, 1, self._num_rows(), self.num_capsules))
+
+    def _num_rows(self):
+        return math.prod(self._out_grid) * self._window_size
+
+    # --- Shapes ----------------------------------------------------------
+
+    def couplings_children(self, input_shape):
+        """Each couplings row's child: an int array `(H' * W' * K * K * B,)`.
+
+        Children are numbered row-major over `(H, W, B)`; the rows of one
+        child, over all the windows it lies in, are normalised together.
+        """
+        input_shape = self._check_input_shape(input_shape)
+        height, width, num_types = input_shape[1:4]
+        kernel_h, kernel_w = self.kernel_size
+        index = np.arange(height * width * num_types).reshape(
+            (height, width, num_types))
+        out_grid = self._output_size(input_shape)
+        rows = [index[p:p + self.strides[0] * (out_grid[0] - 1) + 1:
+                      self.strides[0],
+                      q:q + self.strides[1] * (out_grid[1] - 1) + 1:
+                      self.strides[1]]
+                for p in range(kernel_h) for q in range(kernel_w)]
+        return np.stack(rows, axis=2).reshape(-1)
+
+    def _output_size(self, input_shape):
+        return tuple((size - kernel) // stride + 1 for size, kernel, stride
+                     in zip(input_shape[1:3], self.kernel_size, self.strides))
+
+    def _check_input_shape(self, input_shape):
+        input_shape = tuple(input_shape)
+        if len(input_shape) != 5 or input_shape[-1] != CAPSULE_SIZE:
+            raise ValueError(
+                "Received an invalid value for `inputs`, expected matrix "
+                "capsules (batch, height, width, types, 17): a 4x4 pose "
+                "(16 entries) and an activation per capsule. Received: "
+                f"input_shape={input_shape}")
+        if any(size is None for size in input_shape[1:]):
+            raise ValueError(
+                "Received an invalid value for `inputs`, expected every "
+                "dimension but the batch size to be known. Received: "
+                f"input_shape={input_shape}")
+        height, width = input_shape[1:3]
+        if self.kernel_size[0] > height or self.kernel_size[1] > width:
+            raise ValueError(
+                "Received an invalid value for `kernel_size`, expected a "
+                f"window within the {height}x{width} capsule grid. "
+                f"Received: kernel_size={self.kernel_size}, "
+                f"input_shape={input_shape}")
+        return input_shape
+
+    def compute_output_shape(self, input_shape):
+        input_shape = self._check_input_shape(input_shape)
+        return (input_shape[0], *self._output_size(input_shape),
+                self.num_capsules, CAPSULE_SIZE)
+
+    def compute_couplings_shape(self, input_shape):
+        input_shape = self._check_input_shape(input_shape)
+        rows = (math.prod(self._output_size(input_shape))
+                * math.prod(self.kernel_size) * input_shape[3])
+        return (input_shape[0], 1, rows, self.num_capsules)
+
+    def couplings_grid(self, input_shape):
+        return self._output_size(self._check_input_shape(input_shape))
+
+    def get_config(self):
+        config = super().get_config()
+        del config["capsule_dim"]
+        config.update({
+            "kernel_size": self.kernel_size,
+            "strides": self.strides,
+            "num_iterations": self.num_iterations,
+            "inverse_temperatures": list(self.inverse_temperatures),
+            "epsilon": self.epsilon,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer),
+        })
+        config.update(serialize_regularizers_and_constraints(self, ("kernel",)))
+        return config
