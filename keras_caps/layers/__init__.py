@@ -17,5 +17,6 @@ from keras_caps.layers.mask import Mask
 from keras_caps.layers.primary_caps import PrimaryCaps
 from keras_caps.layers.router import Router
 from keras_caps.layers.routing_pass import RoutingPasses
+from keras_caps.layers.self_routing import SelfRouting
 from keras_caps.layers.squash import Squash
 from keras_caps.layers.vector_routing import VectorRouting
