@@ -15,6 +15,7 @@ from keras_caps.layers.inverted_attention_routing_stack import (
 from keras_caps.layers.length import Length
 from keras_caps.layers.mask import Mask
 from keras_caps.layers.primary_caps import PrimaryCaps
+from keras_caps.layers.primary_matrix_caps import PrimaryMatrixCaps
 from keras_caps.layers.router import Router
 from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.layers.self_routing import SelfRouting
