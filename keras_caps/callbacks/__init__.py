@@ -8,11 +8,16 @@
   concentration and geometric agreement of the routing layers for a fixed
   batch at the end of each epoch, so `CSVLogger` and `TensorBoard` show
   head collapse or routing that never sharpens.
+- `SpreadLossMarginSchedule`: raises the margin of a `SpreadLoss` from 0.2
+  to 0.9 over training, once per epoch (matrix capsules with EM routing).
 """
 
 from keras_caps.callbacks.routing_diagnostics import RoutingDiagnostics
 from keras_caps.callbacks.routing_temperature_scheduler import (
     RoutingTemperatureScheduler,
+)
+from keras_caps.callbacks.spread_loss_margin_schedule import (
+    SpreadLossMarginSchedule,
 )
 
 # The schedule lived here before `keras_caps.schedules`; the same class.
