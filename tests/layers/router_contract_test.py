@@ -47,6 +47,24 @@ EXTRA_CASES = {
         lambda **kw: layers.VectorRouting(3, 4, num_inputs=6,
                                           num_iterations=3, **kw),
         CHILDREN_SHAPE),
+    # Capsules with an activation (pose entries, then an activation in
+    # [0, 1]); routing weights drawn, so the agreement is not all zeros.
+    "SelfRouting": (
+        lambda **kw: layers.SelfRouting(
+            3, 4, route_initializer="random_normal",
+            bias_initializer="random_normal", **kw),
+        lambda rng: np.concatenate(
+            [rng.normal(size=(2, 6, 4)),
+             rng.uniform(0.1, 1.0, size=(2, 6, 1))], -1).astype("float32")),
+    "ConvSelfRouting": (
+        lambda **kw: layers.ConvSelfRouting(
+            3, 4, kernel_size=2, strides=2,
+            route_initializer="random_normal",
+            bias_initializer="random_normal", **kw),
+        lambda rng: np.concatenate(
+            [rng.normal(size=(2, 3, 3, 2, 4)),
+             rng.uniform(0.1, 1.0, size=(2, 3, 3, 2, 1))],
+            -1).astype("float32")),
 }
 
 
