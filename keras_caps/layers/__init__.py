@@ -5,6 +5,7 @@ from keras_caps.layers.conv_matrix_caps import ConvMatrixCaps
 from keras_caps.layers.conv_primary_caps import ConvPrimaryCaps
 from keras_caps.layers.conv_self_routing import ConvSelfRouting
 from keras_caps.layers.dynamic_routing import DynamicRouting
+from keras_caps.layers.em_routing import EMRouting
 from keras_caps.layers.fc_caps import FCCaps
 from keras_caps.layers.hybrid_routing import HybridRouting
 from keras_caps.layers.inverted_attention_routing import (

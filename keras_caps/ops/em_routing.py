@@ -59,11 +59,12 @@ POSE_SIZE = 16
 MATRIX_CAPSULE_SIZE = POSE_SIZE + 1
 #: The variance floor of the M-step (Gritzman's first pitfall).
 DEFAULT_EPSILON = 1e-4
-# Added to the amount of data `sum_i r_ij` before dividing by it, so a
-# parent that receives nothing (all its children inactive) gets mean 0 and
-# variance `epsilon` instead of 0 / 0; 1e-7 of a unit of data changes no
-# mean measurably.
-_MIN_DATA = 1e-7
+# A parent whose amount of data `sum_i r_ij` is at most this (none: all its
+# children inactive, or routed elsewhere) divides its weighted sums by 1
+# instead: mean 0 and variance `epsilon` rather than 0 / 0, and gradients
+# bounded by the votes, finite even once cast to float16. Every parent with
+# more data gets Procedure 1 exactly.
+_NO_DATA = 1e-20
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -196,8 +197,8 @@ def _m_step(votes, weights, beta_u, beta_a, inverse_temperature, epsilon,
     # (..., N, M) -> (..., M): the amount of data each parent receives.
     amount = ops.sum(weights, axis=-2)
     # (..., N, M, 1): each child's share of its parent's data.
-    share = ops.expand_dims(weights / ops.expand_dims(amount + _MIN_DATA,
-                                                      -2), -1)
+    divisor = ops.where(amount > _NO_DATA, amount, 1.0)
+    share = ops.expand_dims(weights / ops.expand_dims(divisor, -2), -1)
     means = ops.sum(share * votes, axis=-3)  # (..., M, P)
     deviations = votes - ops.expand_dims(means, -3)  # (..., N, M, P)
     variances = ops.sum(share * ops.square(deviations), axis=-3) + epsilon
@@ -223,9 +224,10 @@ def em_m_step(votes, weights, beta_u, beta_a, inverse_temperature,
     a_j        = logistic(lambda * (beta_a - sum_h cost_h))
     ```
 
-    A parent that receives no data (`sum_i r_ij = 0`) gets mean 0 and
-    variance `epsilon` (a `1e-7` is added to the amount of data before
-    dividing by it). Computed in float32.
+    A parent that receives no data (`sum_i r_ij` at most `1e-20`, e.g.
+    all its children inactive) gets mean 0 and variance `epsilon` instead
+    of `0 / 0`, with gradients bounded by the votes; every other parent
+    gets Procedure 1 exactly. Computed in float32.
 
     Args:
         votes: Tensor `(..., N, M, P)`, `V_ij`.
