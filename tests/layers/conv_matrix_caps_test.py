@@ -1,0 +1,138 @@
+import keras
+import numpy as np
+import pytest
+from absl.testing import parameterized
+
+from keras_caps.layers import ConvMatrixCaps
+from keras_caps.testing import TestCase
+from keras_caps.testing.test_case import value_and_gradients
+from tests.layers import conv_matrix_caps_reference as reference
+
+
+def matrix_capsules(rng, shape, low=0.05):
+    """Matrix capsules `shape + (17,)`: normal poses, activations in (0, 1)."""
+    capsules = rng.normal(size=(*shape, 17))
+    capsules[..., 16] = rng.uniform(low, 1.0, size=shape)
+    return capsules.astype("float32")
+
+
+def hand_set(layer, rng):
+    """Draws the layer's weights; returns them as float64 arrays."""
+    kernel = rng.normal(scale=0.5, size=layer.kernel.shape)
+    beta_u = rng.normal(scale=0.5, size=layer.beta_u.shape)
+    beta_a = rng.normal(scale=0.5, size=layer.beta_a.shape)
+    for variable, value in ((layer.kernel, kernel), (layer.beta_u, beta_u),
+                            (layer.beta_a, beta_a)):
+        variable.assign(value.astype("float32"))
+    return kernel, beta_u, beta_a
+
+
+def numpy(value):
+    return np.asarray(keras.ops.convert_to_numpy(
+        keras.ops.cast(value, "float32")), dtype="float64")
+
+
+class ConvMatrixCapsTest(TestCase):
+    def test_layer(self):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            ConvMatrixCaps,
+            {"num_capsules": 2, "kernel_size": 3, "strides": 2},
+            input_data=matrix_capsules(rng, (2, 5, 5, 2)),
+            expected_output_shape=(2, 2, 2, 2, 17),
+            expected_num_trainable_weights=3,  # kernel, beta_u, beta_a
+            expected_num_non_trainable_weights=1,  # temperature
+            # K * K * B * C 4x4 transforms, beta_u and beta_a per type.
+            expected_num_parameters=3 * 3 * 2 * 2 * 16 + 2 + 2)
+
+    @parameterized.named_parameters(
+        ("strides_1", 3, 1, (0.25, 0.5, 1.0), 1.0),
+        # A child in up to 4 windows, a row and a column in none.
+        ("strides_2_kernel_2_uncovered", 2, 2, (1.0, 1.0, 2.0), 1.0),
+        ("rectangular_tempered", (3, 2), (1, 2), (0.5, 1.0), 0.5),
+    )
+    def test_matches_numpy_reference(self, kernel_size, strides, schedule,
+                                     temperature):
+        rng = np.random.default_rng(len(schedule))
+        capsules = matrix_capsules(rng, (2, 5, 5, 2))
+        layer = ConvMatrixCaps(2, kernel_size=kernel_size, strides=strides,
+                               num_iterations=len(schedule),
+                               inverse_temperatures=schedule,
+                               temperature=temperature)
+        layer.build(capsules.shape)
+        kernel, beta_u, beta_a = hand_set(layer, rng)
+        expected, expected_couplings = reference.conv_em_routing(
+            capsules, kernel, beta_u, beta_a, layer.strides, schedule,
+            layer.epsilon, temperature)
+        trace = layer.routing_trace(capsules)
+        outputs, couplings = layer(capsules, return_couplings=True)
+        self.assertAllClose(numpy(outputs), expected, atol=2e-4, rtol=2e-4)
+        self.assertEqual(len(trace["couplings"]), len(schedule))
+        for ours, theirs in zip(trace["couplings"], expected_couplings):
+            self.assertAllClose(numpy(ours), theirs, atol=1e-5, rtol=1e-4)
+        self.assertAllClose(numpy(couplings), expected_couplings[-1],
+                            atol=1e-5, rtol=1e-4)
+
+    def test_couplings_sum_to_one_per_child_not_per_window(self):
+        capsules = matrix_capsules(np.random.default_rng(1), (2, 5, 5, 2))
+        layer = ConvMatrixCaps(2, kernel_size=3)
+        _, couplings = layer(capsules, return_couplings=True)
+        couplings = numpy(couplings)[:, 0]  # (batch, rows, parents)
+        children = layer.couplings_children(capsules.shape)
+        self.assertEqual(layer.couplings_grid(capsules.shape), (3, 3))
+        self.assertEqual(children.shape, (couplings.shape[1],))
+        per_child = np.zeros((2, 5 * 5 * 2))
+        np.add.at(per_child, (slice(None), children), couplings.sum(-1))
+        self.assertAllClose(per_child, np.ones_like(per_child), atol=1e-5)
+        # The centre child (2, 2) lies in all 9 windows, a corner in one.
+        counts = np.bincount(children, minlength=50).reshape(5, 5, 2)
+        self.assertEqual(counts[2, 2, 0], 9)
+        self.assertEqual(counts[0, 0, 1], 1)
+        self.assertFalse(np.allclose(couplings.sum(-1), 1.0, atol=1e-3))
+
+    @parameterized.named_parameters(
+        ("float32", "float32"), ("mixed_float16", "mixed_float16"),
+        ("mixed_bfloat16", "mixed_bfloat16"))
+    def test_zero_activation_children_are_finite(self, policy):
+        capsules = matrix_capsules(np.random.default_rng(2), (2, 5, 5, 2))
+        capsules[0, ..., 16] = 0.0  # an example whose children are all off
+        capsules[1, :, :, 1, 16] = 0.0  # a child type off everywhere
+        capsules[1, 1:4, 1:4, 0, 16] = 0.0  # a whole window off
+        layer = ConvMatrixCaps(2, kernel_size=3, strides=1, dtype=policy)
+        outputs, gradients = value_and_gradients(layer, capsules)
+        self.assertAllFinite(numpy(outputs), "outputs")
+        self.assertAllFinite(gradients, "gradients")
+        trace = layer.routing_trace(capsules)
+        for couplings in trace["couplings"]:
+            self.assertAllFinite(numpy(couplings), "couplings")
+
+    @pytest.mark.single_backend
+    def test_parameters_of_the_paper_conv_caps(self):
+        # smallNORB ConvCaps1 (Hinton et al. 2018, Section 5): K = 3,
+        # B = C = 32 on the 14x14 primary grid: 3 * 3 * 32 * 32 * 16
+        # transform entries plus beta_u and beta_a per parent type.
+        layer = ConvMatrixCaps(32, kernel_size=3, strides=2)
+        layer.build((None, 14, 14, 32, 17))
+        self.assertEqual(layer.count_params(), 147_456 + 64)
+        self.assertEqual(layer.compute_output_shape((None, 14, 14, 32, 17)),
+                         (None, 6, 6, 32, 17))
+
+    @pytest.mark.single_backend
+    def test_bad_input(self):
+        layer = ConvMatrixCaps(2, kernel_size=4)
+        with self.assertRaisesRegex(ValueError, "`kernel_size`.*3x3"):
+            layer.build((None, 3, 3, 2, 17))
+        with self.assertRaisesRegex(ValueError, "`inputs`.*17.*16"):
+            ConvMatrixCaps(2).build((None, 5, 5, 2, 16))
+        with self.assertRaisesRegex(ValueError, "`num_iterations`"):
+            ConvMatrixCaps(2, num_iterations=0)
+        with self.assertRaisesRegex(ValueError, "`inverse_temperatures`"):
+            ConvMatrixCaps(2, num_iterations=3,
+                           inverse_temperatures=(1.0, 0.5, 2.0))
+        with self.assertRaisesRegex(ValueError, "`inverse_temperatures`"):
+            ConvMatrixCaps(2, num_iterations=2,
+                           inverse_temperatures=(1.0, 2.0, 3.0))
+        with self.assertRaisesRegex(ValueError, "`epsilon`"):
+            ConvMatrixCaps(2, epsilon=0.0)
+        with self.assertRaisesRegex(ValueError, "`kernel_size`"):
+            ConvMatrixCaps(2, kernel_size=(3, 3, 3))
