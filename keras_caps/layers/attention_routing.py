@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.router import COUPLINGS
 from keras_caps.layers.router import Router
 from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.ops import capsule_ops
@@ -83,6 +84,15 @@ class AttentionRouting(Router):
             are `softmax(scores / temperature)`. Held as a non-trainable
             float32 variable (`layer.temperature = 0.5` changes it, also
             during `fit`). Defaults to `1.0`.
+        coupling: str. The softmax's replacement, of `scores /
+            temperature`: `"softmax"` (the default), `"sparsemax"`,
+            `"entmax15"`, `"sigmoid"` (independent gates, the soft
+            attention of the capsule attention-routing literature; they do
+            not sum to 1) or `"gumbel_softmax"` (hard attention: one-hot
+            samples while training, straight-through); see `Router`.
+        gumbel_inference: str. `"argmax"` (the default) or `"softmax"`:
+            the couplings of `coupling="gumbel_softmax"` outside training.
+        seed: int. Seed of the Gumbel noise. Defaults to `None`.
         kernel_initializer: Initializer for the vote (or shared value)
             matrices. Defaults to `None`: `TruncatedNormal(stddev=0.1)` for
             votes (as `DynamicRouting`), `"glorot_uniform"` for the shared
@@ -100,6 +110,8 @@ class AttentionRouting(Router):
             input_dim)`), or a list `[children, activations]` with
             activations of the children's shape without the last axis,
             e.g. `(batch, num_inputs)`.
+        training: bool. Whether the layer is training (draws the Gumbel
+            samples of `coupling="gumbel_softmax"`). Defaults to `None`.
         return_couplings: bool. Also return the last pass's couplings.
             Defaults to `False`.
 
@@ -172,6 +184,7 @@ class AttentionRouting(Router):
         self._score_scale = 1.0 / math.sqrt(key_dim)
 
     legacy_weights_without_temperature = True
+    coupling_options = COUPLINGS
 
     @property
     def normalization_axis(self):
@@ -217,8 +230,9 @@ class AttentionRouting(Router):
         self._children_shape = (None,) + tuple(children_shape[1:])
         self._num_inputs = num_inputs
 
-    def compute_routing(self, inputs, keep_passes=False):
-        trace = self._route(inputs, keep_passes=keep_passes)
+    def compute_routing(self, inputs, keep_passes=False, training=None):
+        trace = self._route(inputs, keep_passes=keep_passes,
+                            training=training)
         votes = self._votes(trace["children"]) if keep_passes else None
         return RoutingPasses(
             outputs=trace["parents"][-1], couplings=trace["couplings"],
@@ -238,7 +252,7 @@ class AttentionRouting(Router):
     # k: key dim, e: head slice of the pose (capsule_dim / num_heads),
     # z: capsule_dim.
 
-    def _route(self, inputs, keep_passes):
+    def _route(self, inputs, keep_passes, training=None):
         children, activations = self._split_inputs(inputs)
         self._check_shapes(children.shape,
                            None if activations is None
@@ -264,9 +278,9 @@ class AttentionRouting(Router):
         for iteration in range(self.num_iterations):
             scores = self._scores(wide_children, key_kernel, position_keys,
                                   parents)  # (b, h, i, j), float32
-            couplings = self.tempered_softmax(
-                scores,
-                axis=3 if self.normalization == "parents" else 2)
+            couplings = self.normalize_couplings(
+                scores, 3 if self.normalization == "parents" else 2,
+                training)
             parents = capsule_ops.squash(
                 self._weighted_sum(ops.cast(couplings, dtype), children,
                                    values),

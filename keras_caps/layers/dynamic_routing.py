@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.router import COUPLINGS
 from keras_caps.layers.router import Router
 from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.ops import capsule_ops
@@ -35,7 +36,10 @@ class DynamicRouting(Router):
         logits[i, j]   += <votes[i, j], outputs[j]>     # not after the last
     ```
 
-    `HybridRouting` adds an attention term to the routing logits.
+    `HybridRouting` adds an attention term to the routing logits. With
+    `coupling` other than `"softmax"` the couplings are the sparsemax,
+    entmax-1.5, sigmoid gates or a straight-through Gumbel-softmax sample
+    of `logits / temperature` (see `Router.normalize_couplings`).
 
     By default gradients flow through every iteration, as in the official
     code and the Keras port. With `stop_inner_gradients=True` the votes are
@@ -78,11 +82,20 @@ class DynamicRouting(Router):
             are `softmax(logits / temperature)`. Held as a non-trainable
             variable (`layer.temperature = 0.5` changes it, also during
             `fit`). Defaults to `1.0`, plain routing-by-agreement.
+        coupling: str. `"softmax"` (the default, Sabour et al.),
+            `"sparsemax"`, `"entmax15"`, `"sigmoid"` (gates that do not
+            sum to 1) or `"gumbel_softmax"` (one-hot samples while
+            training); see `Router`.
+        gumbel_inference: str. `"argmax"` (the default) or `"softmax"`:
+            the couplings of `coupling="gumbel_softmax"` outside training.
+        seed: int. Seed of the Gumbel noise. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: Tensor of shape
             `(batch, num_input_capsules, input_capsule_dim)`.
+        training: bool. Whether the layer is training (draws the Gumbel
+            samples of `coupling="gumbel_softmax"`). Defaults to `None`.
         return_couplings: bool. Also return the coupling coefficients of
             the last iteration, for analysis and routing maps. Defaults to
             `False`.
@@ -108,6 +121,7 @@ class DynamicRouting(Router):
 
     legacy_weights_without_temperature = True
     legacy_couplings_layout = True
+    coupling_options = COUPLINGS
 
     def __init__(self, num_capsules, capsule_dim, num_iterations=3,
                  stop_inner_gradients=False, leaky=False, use_bias=False,
@@ -171,7 +185,7 @@ class DynamicRouting(Router):
         else:
             self.bias = None
 
-    def compute_routing(self, inputs, keep_passes=False):
+    def compute_routing(self, inputs, keep_passes=False, training=None):
         self._check_input_shape(inputs.shape)
         # b: batch, i: input capsules, j: output capsules,
         # d: input capsule dim, z: output capsule dim
@@ -196,7 +210,7 @@ class DynamicRouting(Router):
             routing_logits = logits
             if extra_logits is not None:  # (b, j, i), float32
                 routing_logits = logits + extra_logits(outputs, stopped)
-            couplings = self._couplings(routing_logits)  # (b, j, i)
+            couplings = self._couplings(routing_logits, training)  # (b, j, i)
             # (b, j, 1, i) @ (b, j, i, z) -> (b, j, z)
             weighted = ops.squeeze(ops.matmul(
                 ops.expand_dims(ops.cast(couplings, votes.dtype), 2),
@@ -239,12 +253,12 @@ class DynamicRouting(Router):
         """
         return None
 
-    def _couplings(self, logits):
+    def _couplings(self, logits, training):
         if not self.leaky:
-            return self.tempered_softmax(logits, axis=1)
+            return self.normalize_couplings(logits, 1, training)
         leak = ops.zeros_like(logits[:, :1, :])  # (b, 1, i)
-        couplings = self.tempered_softmax(
-            ops.concatenate([leak, logits], axis=1), axis=1)
+        couplings = self.normalize_couplings(
+            ops.concatenate([leak, logits], axis=1), 1, training)
         return couplings[:, 1:, :]
 
     def legacy_couplings(self, passes):

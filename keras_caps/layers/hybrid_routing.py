@@ -40,7 +40,10 @@ class HybridRouting(DynamicRouting):
     the couplings and outputs are bit-identical to plain routing, and the
     default initial `attention_weight=0.0` starts training from there.
     With `stop_inner_gradients=True` the attention term reads the same
-    (stopped) votes as the agreement in the inner iterations.
+    (stopped) votes as the agreement in the inner iterations. `coupling`
+    replaces the softmax of the whole tempered logit by sparsemax,
+    entmax-1.5, sigmoid gates or a straight-through Gumbel-softmax sample
+    (see `Router.normalize_couplings`).
 
     Args:
         num_capsules: int. Number of output (parent) capsules.
@@ -53,7 +56,8 @@ class HybridRouting(DynamicRouting):
         attention_initializer: Initializer for `W_a` (bilinear) or `w_a`
             (concat); `b_a` starts at zero. Defaults to `"glorot_uniform"`.
         **kwargs: The other arguments of `DynamicRouting` (iterations,
-            bias, leaky routing, initializers, temperature, `name`, ...).
+            bias, leaky routing, initializers, temperature, `coupling`,
+            `name`, ...).
 
     Call arguments:
         inputs: Tensor of shape

@@ -1,5 +1,6 @@
 """The base class every routing layer shares."""
 
+import numbers
 import warnings
 
 import keras
@@ -7,6 +8,7 @@ from keras import ops
 
 from keras_caps.api_export import keras_caps_export
 from keras_caps.ops import capsule_ops
+from keras_caps.ops import sparse_couplings
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 from keras_caps.validation import check_temperature
@@ -15,6 +17,11 @@ from keras_caps.validation import check_temperature
 # each router's layout before the contract, set when a file saved before it
 # loads, so a saved graph that reads the couplings keeps its shapes.
 COUPLINGS_LAYOUTS = ("unified", "legacy")
+# The functions that turn tempered routing logits into couplings, for the
+# routers that offer them (`Router.coupling_options`).
+COUPLINGS = ("softmax", "sparsemax", "entmax15", "sigmoid", "gumbel_softmax")
+# What `coupling="gumbel_softmax"` does outside training.
+GUMBEL_INFERENCES = ("argmax", "softmax")
 
 
 @keras_caps_export("keras_caps.layers.Router")
@@ -59,11 +66,23 @@ class Router(keras.layers.Layer):
     - `compute_routing(inputs, keep_passes=False)`: returns a
       `RoutingPasses` with the outputs and, per pass, the couplings and
       agreement in the layout above (only the last pass unless
-      `keep_passes`); use `self.tempered_softmax(logits, axis)`;
+      `keep_passes`); use `self.tempered_softmax(logits, axis)`, or, in
+      a router that offers other couplings (`coupling_options`, below),
+      `self.normalize_couplings(logits, axis, training)` with the
+      `training` argument that `call` then passes to `compute_routing`;
     - `compute_output_shape(input_shape)` and
       `compute_couplings_shape(input_shape)`;
     - `get_config()` with its own arguments (the base adds
       `num_capsules`, `capsule_dim` and `temperature`).
+
+    Routers with `coupling_options` beyond `"softmax"` (`DynamicRouting`,
+    `HybridRouting`, `AttentionRouting`) replace the softmax with the
+    function named by `coupling`, always of `logits / temperature`:
+    `"sparsemax"` and `"entmax15"` (sparse probabilities with exact
+    zeros), `"sigmoid"` (independent gates in (0, 1) that do not sum to 1:
+    `couplings_normalized` is then `False`) and `"gumbel_softmax"` (a
+    one-hot sample while training, straight-through, see
+    `normalize_couplings`).
 
     Args:
         num_capsules: int. Number of parent capsules (per position for a
@@ -73,6 +92,15 @@ class Router(keras.layers.Layer):
             `1.0` (the router's paper). Values below `MIN_TEMPERATURE`
             are kept (and reported by `temperature`) but route as
             `MIN_TEMPERATURE`.
+        coupling: str. One of the router's `coupling_options`: `"softmax"`
+            (the default), `"sparsemax"`, `"entmax15"`, `"sigmoid"` or
+            `"gumbel_softmax"`.
+        gumbel_inference: str. What `coupling="gumbel_softmax"` gives
+            outside training: `"argmax"` (the default: the one-hot of the
+            largest logit, as the samples seen in training; ties go to the
+            first parent) or `"softmax"` (the tempered softmax).
+        seed: int or `None`. Seed of the Gumbel noise, held by the layer
+            in a `keras.random.SeedGenerator`. Defaults to `None`.
         couplings_layout: `"unified"` (the default) or `"legacy"`, the
             layout a router returned before this contract; set when a file
             saved before it loads. Deprecated; do not pass it.
@@ -100,19 +128,32 @@ class Router(keras.layers.Layer):
     #: Whether the router returned another couplings layout before the
     #: unified one (files saved then keep it); new routers leave it `False`.
     legacy_couplings_layout = False
+    #: The `coupling` choices the router offers. A router offering more
+    #: than `"softmax"` normalises with `normalize_couplings` and takes
+    #: `training` in `compute_routing`.
+    coupling_options = ("softmax",)
 
     def __init__(self, num_capsules, capsule_dim, temperature=1.0,
-                 couplings_layout="unified", **kwargs):
+                 couplings_layout="unified", coupling="softmax",
+                 gumbel_inference="argmax", seed=None, **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
         check_choice("couplings_layout", couplings_layout, COUPLINGS_LAYOUTS)
         initial_temperature = check_temperature("temperature", temperature)
+        check_choice("coupling", coupling, self.coupling_options)
+        check_choice("gumbel_inference", gumbel_inference, GUMBEL_INFERENCES)
+        seed = _check_seed(seed)
         super().__init__(**kwargs)
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
         self._initial_temperature = initial_temperature
         self._temperature = None
         self.couplings_layout = couplings_layout
+        self.coupling = coupling
+        self.gumbel_inference = gumbel_inference
+        self.seed = seed
+        self.seed_generator = (keras.random.SeedGenerator(seed)
+                               if coupling == "gumbel_softmax" else None)
 
     # --- Building --------------------------------------------------------
 
@@ -164,10 +205,60 @@ class Router(keras.layers.Layer):
         shift = ops.stop_gradient(ops.max(logits, axis=axis, keepdims=True))
         return ops.softmax(self.temper(logits - shift), axis=axis)
 
-    def temper(self, shifted_logits):
-        """`shifted_logits / temperature` for float32 logits shifted to <= 0.
+    @property
+    def offers_couplings(self):
+        """Whether the router offers `coupling` choices beyond softmax."""
+        return len(self.coupling_options) > 1
 
-        For routers that write their own (e.g. masked) softmax.
+    @property
+    def couplings_normalized(self):
+        """Whether the couplings sum to 1 over `normalization_axis`.
+
+        `False` for `coupling="sigmoid"`, whose gates are independent.
+        """
+        return self.coupling != "sigmoid"
+
+    def normalize_couplings(self, logits, axis, training=None):
+        """The couplings of `logits` over `axis`, by `coupling`, in float32.
+
+        Every choice acts on `scores = logits / temperature` (shifted by
+        the gradient-free maximum where the function is shift-invariant):
+
+        - `"softmax"`: `tempered_softmax(logits, axis)`, unchanged;
+        - `"sparsemax"`, `"entmax15"`: `keras_caps.ops.sparsemax` or
+          `keras_caps.ops.entmax15` of the scores (exact zeros);
+        - `"sigmoid"`: `sigmoid(scores)`, not normalised;
+        - `"gumbel_softmax"`: while training, the one-hot
+          `argmax(scores + g)` for Gumbel noise `g`, whose gradient is the
+          gradient of `softmax(scores + g)` (straight-through,
+          `keras_caps.ops.straight_through_gumbel_softmax`): the sample
+          picks a parent with the softmax coupling's probability. Outside
+          training, by `gumbel_inference`: the one-hot of
+          `argmax(scores)` or `softmax(scores)`.
+        """
+        if self.coupling == "softmax":
+            return self.tempered_softmax(logits, axis)
+        logits = capsule_ops.at_least_float32(logits)
+        if self.coupling == "sigmoid":
+            return ops.sigmoid(self.temper(logits))
+        shift = ops.stop_gradient(ops.max(logits, axis=axis, keepdims=True))
+        scores = self.temper(logits - shift)
+        if self.coupling == "sparsemax":
+            return sparse_couplings.sparsemax(scores, axis=axis)
+        if self.coupling == "entmax15":
+            return sparse_couplings.entmax15(scores, axis=axis)
+        if training:
+            return sparse_couplings.straight_through_gumbel_softmax(
+                scores, axis=axis, seed=self.seed_generator)
+        if self.gumbel_inference == "softmax":
+            return ops.softmax(scores, axis=axis)
+        return sparse_couplings.one_hot_argmax(scores, axis=axis)
+
+    def temper(self, shifted_logits):
+        """`shifted_logits / temperature` for float32 logits.
+
+        The logits are usually shifted to <= 0 first. For routers that
+        write their own (e.g. masked) softmax.
         """
         if self._temperature is None:
             raise ValueError(
@@ -178,8 +269,11 @@ class Router(keras.layers.Layer):
 
     # --- Calling ---------------------------------------------------------
 
-    def call(self, inputs, return_couplings=False):
-        passes = self.compute_routing(inputs)
+    def call(self, inputs, return_couplings=False, training=None):
+        if self.offers_couplings:
+            passes = self.compute_routing(inputs, training=training)
+        else:
+            passes = self.compute_routing(inputs)
         return self.routing_outputs(passes, return_couplings)
 
     def compute_routing(self, inputs, keep_passes=False):
@@ -218,7 +312,9 @@ class Router(keras.layers.Layer):
 
         Args:
             inputs: As for `call`.
-            **call_kwargs: The router's other call arguments (masks).
+            **call_kwargs: The router's other call arguments (masks;
+                `training` for a router with `coupling_options`, e.g. the
+                Gumbel samples of `training=True`).
 
         Returns:
             A dict with `"couplings"` and `"agreement"`, lists with one
@@ -282,6 +378,10 @@ class Router(keras.layers.Layer):
                        "temperature": self.temperature})
         if self.legacy_couplings_layout:
             config["couplings_layout"] = self.couplings_layout
+        if self.offers_couplings:
+            config.update({"coupling": self.coupling,
+                           "gumbel_inference": self.gumbel_inference,
+                           "seed": self.seed})
         return config
 
     @classmethod
@@ -333,6 +433,17 @@ class Router(keras.layers.Layer):
             self._temperature.assign(self._initial_temperature)
             return
         super().load_own_variables(store)
+
+
+def _check_seed(seed):
+    if seed is None:
+        return None
+    if (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+            or seed < 0):
+        raise ValueError(
+            "Received an invalid value for `seed`, expected None or a "
+            f"non-negative integer. Received: seed={seed!r}")
+    return int(seed)
 
 
 def _shapes_match(values, variables):
