@@ -65,6 +65,25 @@ EXTRA_CASES = {
             [rng.normal(size=(2, 3, 3, 2, 4)),
              rng.uniform(0.1, 1.0, size=(2, 3, 3, 2, 1))],
             -1).astype("float32")),
+    # Matrix capsules (a 4x4 pose, then an activation) on a 5x5 grid; a
+    # child lies in up to 9 windows (`_child_groups`).
+    "ConvMatrixCaps": (
+        lambda **kw: layers.ConvMatrixCaps(3, kernel_size=3, **kw),
+        lambda rng: np.concatenate(
+            [rng.normal(size=(2, 5, 5, 2, 16)),
+             rng.uniform(0.1, 1.0, size=(2, 5, 5, 2, 1))],
+            -1).astype("float32")),
+    # Matrix capsules on a grid with coordinate addition (Hinton et al.'s
+    # class capsules), and vector capsules (their length the activation).
+    "EMRouting": (
+        lambda **kw: layers.EMRouting(3, coordinate_addition=True, **kw),
+        lambda rng: np.concatenate(
+            [rng.normal(size=(2, 2, 2, 2, 16)),
+             rng.uniform(0.1, 1.0, size=(2, 2, 2, 2, 1))],
+            -1).astype("float32")),
+    "EMRouting_vectors": (
+        lambda **kw: layers.EMRouting(3, 4, input_kind="vector", **kw),
+        CHILDREN_SHAPE),
     # Matrix capsules on a grid with coordinate addition (Hinton et al.'s
     # class capsules), and vector capsules (their length the activation).
     "EMRouting": (
@@ -151,6 +170,40 @@ def _axis(layer):
     return {"parents": 3, "children": 2}[layer.normalization_axis]
 
 
+def _child_groups(layer, inputs):
+    """`None`, or each couplings row's child, where a router names them.
+
+    A convolutional router whose child lies in several windows (e.g.
+    `ConvMatrixCaps`) normalises a child's rows together, over all its
+    windows and parents: `couplings_children(input_shape)` numbers them.
+    """
+    children = getattr(layer, "couplings_children", None)
+    return None if children is None else children(_shapes(inputs))
+
+
+def _normalised_sums(layer, inputs, couplings):
+    """The sums of `couplings` that the router keeps at 1."""
+    groups = _child_groups(layer, inputs)
+    if groups is None:
+        return couplings.sum(axis=_axis(layer))
+    return np.stack([couplings[:, :, groups == child].sum(axis=(2, 3))
+                     for child in np.unique(groups)], -1)
+
+
+def _tempered_softmax(layer, inputs, logits, temperature):
+    """The couplings the router's tempered softmax gives for `logits`."""
+    groups = _child_groups(layer, inputs)
+    if groups is None:
+        return _softmax(logits / temperature, axis=_axis(layer))
+    couplings = np.zeros_like(logits)
+    for child in np.unique(groups):
+        rows = logits[:, :, groups == child] / temperature
+        exp = np.exp(rows - rows.max(axis=(2, 3), keepdims=True))
+        couplings[:, :, groups == child] = exp / exp.sum(
+            axis=(2, 3), keepdims=True)
+    return couplings
+
+
 CASES = sorted(router_cases())
 
 
@@ -175,9 +228,8 @@ class RouterContractTest(TestCase):
         self.assertEqual(batch, _batch_size(inputs))
         self.assertEqual(parents, outputs.shape[-2])
         self.assertGreaterEqual(couplings.min(), 0.0)
-        self.assertAllClose(couplings.sum(axis=_axis(layer)),
-                            np.ones(np.delete(couplings.shape, _axis(layer))),
-                            atol=2e-6)
+        sums = _normalised_sums(layer, inputs, couplings)
+        self.assertAllClose(sums, np.ones_like(sums), atol=2e-6)
         self.assertAllClose(_numpy(layer(inputs)), _numpy(outputs))
         spec_outputs, spec_couplings = layer(_symbolic(inputs),
                                              return_couplings=True)
@@ -201,7 +253,7 @@ class RouterContractTest(TestCase):
                 couplings.dtype), "float32")
             self.assertAllClose(
                 _numpy(couplings),
-                _softmax(_numpy(agreement) / 0.5, axis=_axis(layer)),
+                _tempered_softmax(layer, inputs, _numpy(agreement), 0.5),
                 atol=1e-5)
         _, called = layer(inputs, return_couplings=True)
         self.assertAllClose(_numpy(trace["couplings"][-1]), _numpy(called),
