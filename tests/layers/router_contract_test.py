@@ -8,7 +8,8 @@ entry named like a class replaces that class's default case, for routers
 whose inputs are not `(batch, children, dim)` vectors). The
 checks: the couplings layout `(batch, heads, children, parents)` and its
 normalisation, `routing_trace` (each pass's couplings are the tempered
-softmax of its agreement, computed here in NumPy), the temperature and
+softmax, or the router's `coupling` function, of its agreement, computed
+here in NumPy), the temperature and
 config round trips, and finite outputs and gradients at a temperature below
 `Router.MIN_TEMPERATURE` under both mixed precisions.
 """
@@ -25,6 +26,7 @@ import keras_caps
 from keras_caps import layers
 from keras_caps.testing import TestCase
 from keras_caps.testing.test_case import value_and_gradients
+from tests.ops import sparse_couplings_reference
 
 CHILDREN_SHAPE = (2, 6, 4)  # (batch, children, dim)
 EXTRA_CASES = {
@@ -47,6 +49,25 @@ EXTRA_CASES = {
         lambda **kw: layers.VectorRouting(3, 4, num_inputs=6,
                                           num_iterations=3, **kw),
         CHILDREN_SHAPE),
+    # The `coupling` options of the routers that offer them.
+    "DynamicRouting_sparsemax": (
+        lambda **kw: layers.DynamicRouting(3, 4, coupling="sparsemax",
+                                           **kw), CHILDREN_SHAPE),
+    "HybridRouting_entmax15": (
+        lambda **kw: layers.HybridRouting(
+            3, 4, attention="concat", attention_weight=0.7,
+            coupling="entmax15", **kw), CHILDREN_SHAPE),
+    "AttentionRouting_entmax15_heads_children": (
+        lambda **kw: layers.AttentionRouting(
+            3, 4, num_heads=2, key_dim=2, num_iterations=2,
+            normalization="children", coupling="entmax15", **kw),
+        CHILDREN_SHAPE),
+    "AttentionRouting_sigmoid": (
+        lambda **kw: layers.AttentionRouting(3, 4, coupling="sigmoid",
+                                             **kw), CHILDREN_SHAPE),
+    "DynamicRouting_gumbel_softmax": (
+        lambda **kw: layers.DynamicRouting(
+            3, 4, coupling="gumbel_softmax", seed=1, **kw), CHILDREN_SHAPE),
     # Capsules with an activation (pose entries, then an activation in
     # [0, 1]); routing weights drawn, so the agreement is not all zeros.
     "SelfRouting": (
@@ -73,17 +94,6 @@ EXTRA_CASES = {
             [rng.normal(size=(2, 5, 5, 2, 16)),
              rng.uniform(0.1, 1.0, size=(2, 5, 5, 2, 1))],
             -1).astype("float32")),
-    # Matrix capsules on a grid with coordinate addition (Hinton et al.'s
-    # class capsules), and vector capsules (their length the activation).
-    "EMRouting": (
-        lambda **kw: layers.EMRouting(3, coordinate_addition=True, **kw),
-        lambda rng: np.concatenate(
-            [rng.normal(size=(2, 2, 2, 2, 16)),
-             rng.uniform(0.1, 1.0, size=(2, 2, 2, 2, 1))],
-            -1).astype("float32")),
-    "EMRouting_vectors": (
-        lambda **kw: layers.EMRouting(3, 4, input_kind="vector", **kw),
-        CHILDREN_SHAPE),
     # Matrix capsules on a grid with coordinate addition (Hinton et al.'s
     # class capsules), and vector capsules (their length the activation).
     "EMRouting": (
@@ -191,10 +201,17 @@ def _normalised_sums(layer, inputs, couplings):
 
 
 def _tempered_softmax(layer, inputs, logits, temperature):
-    """The couplings the router's tempered softmax gives for `logits`."""
+    """The couplings the router's coupling function gives for `logits`.
+
+    The tempered softmax, or the function named by the router's
+    `coupling` (sparsemax, entmax-1.5, sigmoid, Gumbel-softmax at
+    inference) of `logits / temperature`.
+    """
     groups = _child_groups(layer, inputs)
     if groups is None:
-        return _softmax(logits / temperature, axis=_axis(layer))
+        return sparse_couplings_reference.coupling(
+            layer.coupling, logits / temperature, _axis(layer),
+            layer.gumbel_inference)
     couplings = np.zeros_like(logits)
     for child in np.unique(groups):
         rows = logits[:, :, groups == child] / temperature
@@ -228,8 +245,11 @@ class RouterContractTest(TestCase):
         self.assertEqual(batch, _batch_size(inputs))
         self.assertEqual(parents, outputs.shape[-2])
         self.assertGreaterEqual(couplings.min(), 0.0)
-        sums = _normalised_sums(layer, inputs, couplings)
-        self.assertAllClose(sums, np.ones_like(sums), atol=2e-6)
+        if layer.couplings_normalized:
+            sums = _normalised_sums(layer, inputs, couplings)
+            self.assertAllClose(sums, np.ones_like(sums), atol=2e-6)
+        else:  # independent gates, e.g. coupling="sigmoid"
+            self.assertLessEqual(couplings.max(), 1.0)
         self.assertAllClose(_numpy(layer(inputs)), _numpy(outputs))
         spec_outputs, spec_couplings = layer(_symbolic(inputs),
                                              return_couplings=True)
@@ -238,8 +258,7 @@ class RouterContractTest(TestCase):
         self.assertEqual(tuple(spec_outputs.shape[1:]), outputs.shape[1:])
 
     @parameterized.named_parameters((case, case) for case in CASES)
-    def test_routing_trace_is_the_tempered_softmax_of_its_agreement(
-            self, case):
+    def test_routing_trace_is_the_coupling_of_its_agreement(self, case):
         layer, inputs = _make(case)
         layer.temperature = 0.5
         trace = layer.routing_trace(inputs)
