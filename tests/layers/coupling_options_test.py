@@ -52,12 +52,13 @@ def _axis(layer):
 
 
 class CouplingOptionsTest(TestCase):
-    @parameterized.product(router=sorted(ROUTERS), coupling=COUPLINGS,
-                           gumbel_inference=("argmax", "softmax"))
+    @parameterized.named_parameters(
+        [(f"{router}_{coupling}", router, coupling, "argmax")
+         for router in sorted(ROUTERS) for coupling in COUPLINGS]
+        + [("attention_gumbel_softmax_inference", "attention",
+            "gumbel_softmax", "softmax")])
     def test_couplings_are_the_coupling_of_the_agreement(
             self, router, coupling, gumbel_inference):
-        if gumbel_inference == "softmax" and coupling != "gumbel_softmax":
-            self.skipTest("gumbel_inference only acts on gumbel_softmax")
         layer = _router(router, coupling=coupling,
                         gumbel_inference=gumbel_inference)
         layer.temperature = TEMPERATURE
@@ -113,9 +114,8 @@ class CouplingOptionsTest(TestCase):
         again = _router(router, coupling="gumbel_softmax", seed=4)
         _, same = again(_children(), return_couplings=True, training=True)
         np.testing.assert_array_equal(_numpy(same), couplings)
-        draws = [_numpy(layer(_children(), return_couplings=True,
-                              training=True)[1]) for _ in range(3)]
-        self.assertFalse(all(np.array_equal(d, couplings) for d in draws))
+        _, draw = layer(_children(), return_couplings=True, training=True)
+        self.assertFalse(np.array_equal(_numpy(draw), couplings))
 
     def test_gumbel_samples_follow_the_tempered_softmax(self):
         layer = _router("attention", coupling="gumbel_softmax", seed=2)
@@ -140,11 +140,9 @@ class CouplingOptionsTest(TestCase):
         self.assertGreater(np.abs(queries).max(), 1e-4)
         self.assertAllFinite(gradients)
 
-    @parameterized.named_parameters(
-        ("float16", "mixed_float16"), ("bfloat16", "mixed_bfloat16"))
-    def test_gumbel_training_in_half_precision(self, policy):
+    def test_gumbel_training_in_half_precision(self):
         layer = _router("dynamic", coupling="gumbel_softmax", seed=0,
-                        dtype=policy)
+                        dtype="mixed_float16")
         layer.temperature = 1e-4
         outputs, couplings = layer(_children(), return_couplings=True,
                                    training=True)
@@ -154,13 +152,12 @@ class CouplingOptionsTest(TestCase):
                                            training=True)
         self.assertAllFinite(gradients)
 
-    @parameterized.named_parameters((name, name) for name in sorted(ROUTERS))
-    def test_keras_round_trip_keeps_the_option(self, router):
-        layer = _router(router, coupling="gumbel_softmax",
+    def test_keras_round_trip_keeps_the_option(self):
+        layer = _router("hybrid", coupling="gumbel_softmax",
                         gumbel_inference="softmax", seed=7)
         inputs = keras.Input((5, 3))
         model = keras.Model(inputs, layer(inputs))
-        path = os.path.join(self.get_temp_dir(), f"{router}.keras")
+        path = os.path.join(self.get_temp_dir(), "hybrid.keras")
         model.save(path)
         loaded = keras.saving.load_model(path).layers[-1]
         self.assertEqual(
@@ -168,8 +165,11 @@ class CouplingOptionsTest(TestCase):
             ("gumbel_softmax", "softmax", 7))
         self.assertAllClose(_numpy(loaded(_children())),
                             _numpy(layer(_children())), atol=1e-6)
-        config = layers.HybridRouting(3, 4, coupling="entmax15").get_config()
-        self.assertEqual(config["coupling"], "entmax15")
+        for router in sorted(ROUTERS):
+            config = ROUTERS[router](coupling="entmax15").get_config()
+            self.assertEqual(config["coupling"], "entmax15")
+            self.assertEqual(type(ROUTERS[router]()).from_config(
+                config).coupling, "entmax15")
 
     def test_softmax_is_the_unchanged_default(self):
         for router in sorted(ROUTERS):
