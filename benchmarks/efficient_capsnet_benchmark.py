@@ -2,25 +2,45 @@
 
 Usage:
 
-    python benchmarks/efficient_capsnet_benchmark.py [--rounds 3] [--steps 40]
+    git clone https://github.com/EscVM/Efficient-CapsNet /tmp/official
+    python benchmarks/efficient_capsnet_benchmark.py \
+        --official-dir /tmp/official [--rounds 3] [--steps 40] \
+        [--repeats 30] [--profile]
 
-Every measurement runs in its own subprocess (so peak memory is that
-configuration's own), and the implementations alternate inside each round so
-both see the same machine load. Reported numbers are medians over rounds of
-the median step time over timed steps after warm-up.
+The peer is the real official code (EscVM/Efficient-CapsNet, commit
+4b337f5): its `utils/layers.py` (PrimaryCaps, FCCaps, Length, Mask),
+`utils/tools.py` (marginLoss) and `models/efficient_capsnet_graph_mnist.py`
+(the MNIST capsule graph and the training graph with its generator), read
+from `--official-dir` and run in the same Keras 3 as ours. Three lines are
+adapted because Keras 3 refuses them (`OFFICIAL_ADAPTATIONS`); nothing else
+is changed.
 
-"official" is a re-implementation of the official Efficient-CapsNet layers
-(EscVM/Efficient-CapsNet, utils/layers.py) in the same Keras 3: a grouped
-`Conv2D(groups=F)` for the primary capsules, `Reshape` and `Squash` layers
-created inside `call`, `tf.norm` squash, and the self-attention routing that
-builds the full N_in x N_in agreement matrix. Same architecture and the same
-161,824 trainable parameters without the decoder.
+Training: every (implementation, batch) runs in its own subprocess (so peak
+memory is that configuration's own), the implementations alternating
+inside each round; the official training graph is compiled as in its
+`models/model.py` (Adam 5e-4, marginLoss + 0.392 x MSE). Reported: medians
+over rounds of the median step time after warm-up.
 
-The arithmetic of one training step is about 0.18 GFLOP per image (0.06
-for inference). Each round also measures the machine's float32 matrix
-throughput (a 1024x1024 matmul, in its own process); the table prints the
-share of that arithmetic limit each of our steps reaches (near 100 % means
-no faster float32 implementation of this architecture is possible here).
+Inference: one subprocess per round builds both models side by side and
+interleaves repetitions of every variant at batch 16, 128 and 256, float32:
+a compiled function `model(x, training=False)` with and without XLA
+(`jit_compile`) and `model.predict_on_batch`. Ours is the image-to-scores
+graph `inference_model(EfficientCapsNet("mnist"))`, batch norms NOT folded;
+the official one is its capsule graph `efficient_capsnet_graph` (images in
+0-1 to capsules and lengths; neither runs a decoder). Ours folded
+(`serving_model`, float32) and served in mixed_bfloat16 are reported in
+separate columns. Reported: medians and interquartile ranges over all
+repetitions of all rounds.
+
+`--profile` times, at batch 256 in one process, every layer's forward pass
+alone on its real input (ours and theirs), and each layer's marginal cost
+inside the whole graph (the graph up to that layer minus the graph up to
+the layer before).
+
+The arithmetic of one image is about 0.06 GFLOP for inference (0.18 for a
+training step); each round measures the machine's float32 matrix
+throughput (a 1024x1024 matmul) and the tables print the share of that
+limit our float32 step reaches.
 """
 
 import argparse
@@ -31,166 +51,245 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 
 GFLOP_PER_IMAGE = {"train": 0.18, "inference": 0.06}
+TRAIN_BATCHES = (16, 64, 128)
+INFERENCE_BATCHES = (16, 128, 256)
+
+# (file, original text, adapted text): what Keras 3 requires of the official
+# code, each line found exactly once.
+OFFICIAL_ADAPTATIONS = (
+    # Keras 3 asks layers for their output shape; the official FCCaps
+    # answers with attributes it never sets.
+    ("utils/layers.py", "return (None, self.C, self.L)",
+     "return (None, self.N, self.D)"),
+    # Keras 3 takes shapes as tuples and units as Python ints.
+    ("models/efficient_capsnet_graph_mnist.py", "tf.keras.Input(16*10)",
+     "tf.keras.Input((16*10,))"),
+    ("models/efficient_capsnet_graph_mnist.py", "Dense(np.prod(input_shape)",
+     "Dense(int(np.prod(input_shape))"),
+)
 
 
-def _official_style_model():
-    import keras
-    import tensorflow as tf
-
-    class Squash(keras.layers.Layer):
-        def call(self, s):
-            n = tf.norm(s, axis=-1, keepdims=True)
-            return (1 - 1 / (tf.math.exp(n) + 1e-20)) * (s / (n + 1e-20))
-
-    class PrimaryCaps(keras.layers.Layer):
-        def __init__(self, filters, kernel, num_capsules, dim, **kwargs):
-            super().__init__(**kwargs)
-            self.conv = keras.layers.Conv2D(filters, kernel, groups=filters)
-            self.num_capsules, self.dim = num_capsules, dim
-
-        def build(self, input_shape):
-            self.conv.build(input_shape)
-
-        def call(self, inputs):
-            x = self.conv(inputs)
-            x = keras.layers.Reshape((self.num_capsules, self.dim))(x)
-            return Squash()(x)
-
-        def compute_output_shape(self, input_shape):
-            return (input_shape[0], self.num_capsules, self.dim)
-
-    class FCCaps(keras.layers.Layer):
-        def __init__(self, num_capsules, dim, **kwargs):
-            super().__init__(**kwargs)
-            self.num_capsules, self.dim = num_capsules, dim
-
-        def build(self, input_shape):
-            n_in, d_in = input_shape[-2], input_shape[-1]
-            self.W = self.add_weight(
-                shape=(self.num_capsules, n_in, d_in, self.dim),
-                initializer="he_normal", name="W")
-            self.b = self.add_weight(shape=(self.num_capsules, n_in, 1),
-                                     initializer="zeros", name="b")
-
-        def call(self, inputs):
-            u = tf.einsum("...ji,kjiz->...kjz", inputs, self.W)
-            c = tf.einsum("...ij,...kj->...i", u, u)[..., None]
-            c = c / tf.sqrt(tf.cast(self.dim, tf.float32))
-            c = tf.nn.softmax(c, axis=1) + self.b
-            s = tf.reduce_sum(u * c, axis=-2)
-            return Squash()(s)
-
-        def compute_output_shape(self, input_shape):
-            return (input_shape[0], self.num_capsules, self.dim)
-
-    class Length(keras.layers.Layer):
-        def call(self, inputs):
-            return tf.sqrt(tf.reduce_sum(tf.square(inputs), -1) + 1e-7)
-
-        def compute_output_shape(self, input_shape):
-            return input_shape[:-1]
-
-    class Mask(keras.layers.Layer):
-        def call(self, inputs):
-            capsules, mask = inputs
-            return tf.reshape(capsules * mask[..., None], (-1, 160))
-
-        def compute_output_shape(self, input_shape):
-            return (input_shape[0][0], 160)
-
-    images = keras.Input((28, 28, 1), name="image")
-    labels = keras.Input((10,), name="label")
-    x = keras.layers.Rescaling(1 / 255)(images)
-    for filters, kernel, strides in ((32, 5, 1), (64, 3, 1), (64, 3, 1),
-                                     (128, 3, 2)):
-        x = keras.layers.Conv2D(filters, kernel, strides, activation="relu",
-                                kernel_initializer="he_normal")(x)
-        x = keras.layers.BatchNormalization()(x)
-    x = PrimaryCaps(128, 9, 16, 8)(x)
-    digit_caps = FCCaps(10, 16, name="digit_caps")(x)
-    lengths = Length(name="length")(digit_caps)
-    masked = Mask()([digit_caps, labels])
-    decoder = keras.Sequential([
-        keras.Input((160,)),
-        keras.layers.Dense(512, activation="relu"),
-        keras.layers.Dense(1024, activation="relu"),
-        keras.layers.Dense(784, activation="sigmoid"),
-        keras.layers.Reshape((28, 28, 1)),
-    ], name="decoder")
-    return keras.Model({"image": images, "label": labels},
-                       {"length": lengths, "reconstruction": decoder(masked)})
+# === The official code ===
 
 
-def _build(implementation):
+def _load_official_module(official_dir, path, name):
+    with open(os.path.join(official_dir, path)) as file:
+        source = file.read()
+    for adapted_path, original, adapted in OFFICIAL_ADAPTATIONS:
+        if adapted_path != path:
+            continue
+        if source.count(original) != 1:
+            raise RuntimeError(
+                f"{path} of {official_dir} is not the official commit this "
+                f"benchmark adapts: {original!r} not found once.")
+        source = source.replace(original, adapted)
+    module = types.ModuleType(name)
+    module.__file__ = os.path.join(official_dir, path)
+    sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def load_official(official_dir):
+    """The official MNIST graph module and `utils.tools`, from the files.
+
+    `utils/__init__.py` is skipped: it imports the plotting and dataset
+    helpers, which the graphs do not use.
+    """
+    package = types.ModuleType("utils")
+    package.__path__ = []
+    sys.modules["utils"] = package
+    package.layers = _load_official_module(official_dir, "utils/layers.py",
+                                           "utils.layers")
+    tools = _load_official_module(official_dir, "utils/tools.py",
+                                  "utils.tools")
+    graphs = _load_official_module(
+        official_dir, "models/efficient_capsnet_graph_mnist.py",
+        "efficient_capsnet_graph_mnist")
+    return graphs, tools
+
+
+# === Training (one subprocess per configuration) ===
+
+
+def _train_model(implementation, official_dir):
     import keras
 
     import keras_caps
 
     if implementation == "keras_caps":
         return keras_caps.applications.EfficientCapsNet("mnist")
-    model = _official_style_model()
-    model.compile(
-        optimizer=keras.optimizers.Adam(5e-4),
-        loss={"length": keras_caps.losses.MarginLoss(),
-              "reconstruction": "mse"},
-        loss_weights={"length": 1.0, "reconstruction": 0.392},
-        metrics={"length": ["accuracy"]}, jit_compile=False)
+    graphs, tools = load_official(official_dir)
+    model = graphs.build_graph([28, 28, 1], "train", False)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=5e-4),
+                  loss=[tools.marginLoss, "mse"], loss_weights=[1.0, 0.392],
+                  metrics={"Efficient_CapsNet": "accuracy"})
     return model
 
 
-def _worker(implementation, precision, mode, batch_size, steps):
-    """Runs one measurement; prints one JSON line."""
+def _train_worker(implementation, batch_size, steps, official_dir):
+    """Times `steps` training steps; prints one JSON line."""
     import keras
     import numpy as np
     import tensorflow as tf
 
-    serving_precision = None
-    if mode == "inference" and implementation == "keras_caps":
-        # Built in float32, then served at `precision`.
-        serving_precision, precision = precision, "float32"
-    keras.config.set_dtype_policy(precision)
-    model = _build(implementation)
+    model = _train_model(implementation, official_dir)
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 255, (batch_size, 28, 28, 1)).astype("float32")
     labels = np.eye(10, dtype="float32")[rng.integers(0, 10, batch_size)]
+    if implementation == "keras_caps":
+        batch = ({"image": images, "label": labels},
+                 {"length": labels, "reconstruction": images / 255})
+    else:  # The official graph takes images in 0-1.
+        batch = ((images / 255, labels), (labels, images / 255))
+    data = tf.data.Dataset.from_tensors(batch).repeat()
     times = []
-    if mode == "train":
-        data = tf.data.Dataset.from_tensors(
-            ({"image": images, "label": labels},
-             {"length": labels, "reconstruction": images / 255})).repeat()
 
-        class StepTimer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.start = time.perf_counter()
+    class StepTimer(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            self.start = time.perf_counter()
 
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.start)
+        def on_train_batch_end(self, batch, logs=None):
+            times.append(time.perf_counter() - self.start)
 
-        model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0,
-                  callbacks=[StepTimer()])
-    else:
-        from keras_caps.applications import inference_model
-        from keras_caps.applications import serving_model
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0,
+              callbacks=[StepTimer()])
+    step_seconds = statistics.median(times[max(5, steps // 4):])
+    print(json.dumps({
+        "step_ms": 1000 * step_seconds,
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }))
 
-        if implementation == "keras_caps":
-            # What `keras-caps export` serves: batch norms folded; with
-            # mixed_bfloat16 only the convolutions compute in bfloat16.
-            inference = serving_model(model, precision=serving_precision)
-        else:
-            inference = inference_model(model)
-        predict = tf.function(lambda x: inference(x, training=False))
-        for _ in range(steps):
-            start = time.perf_counter()
-            predict(images).numpy()
-            times.append(time.perf_counter() - start)
-    warmup = max(5, steps // 4)
-    step_seconds = statistics.median(times[warmup:])
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"step_ms": 1000 * step_seconds,
-                      "images_per_second": batch_size / step_seconds,
-                      "peak_mib": peak_mib}))
+
+# === Inference (both models in one process) ===
+
+
+def _inference_models(official_dir):
+    """name -> (model, takes images in 0-1)."""
+    import keras_caps
+    from keras_caps.inference import inference_model
+    from keras_caps.inference import serving_model
+
+    ours = keras_caps.applications.EfficientCapsNet("mnist", compile=False)
+    graphs, _ = load_official(official_dir)
+    return {
+        "ours": (inference_model(ours), False),
+        "official": (graphs.efficient_capsnet_graph([28, 28, 1]), True),
+        "ours_folded": (serving_model(ours, precision="float32"), False),
+        "ours_folded_bf16": (serving_model(ours, precision="mixed_bfloat16"),
+                             False),
+    }
+
+
+def _inference_callables(models):
+    """(model name, way) -> (function, whether it takes images in 0-1)."""
+    import tensorflow as tf
+
+    callables = {}
+    for name, (model, unit_range) in models.items():
+        for way, jit in (("function", False), ("xla", True)):
+            function = tf.function(
+                lambda x, model=model: model(x, training=False),
+                jit_compile=jit)
+            callables[(name, way)] = (function, unit_range)
+        if not name.startswith("ours_folded"):
+            callables[(name, "predict_on_batch")] = (model.predict_on_batch,
+                                                     unit_range)
+    return callables
+
+
+def _to_numpy(outputs):
+    import tensorflow as tf
+
+    return tf.nest.map_structure(
+        lambda t: t.numpy() if hasattr(t, "numpy") else t, outputs)
+
+
+def _inference_worker(repeats, official_dir):
+    """Interleaved repetitions of every variant; prints one JSON line."""
+    import numpy as np
+    import tensorflow as tf
+
+    callables = _inference_callables(_inference_models(official_dir))
+    keys = list(callables)
+    times = {}
+    for batch_size in INFERENCE_BATCHES:
+        pixels = np.random.default_rng(0).uniform(
+            0, 255, (batch_size, 28, 28, 1)).astype("float32")
+        # Raw pixels for ours, 0-1 for the official graph, made untimed.
+        inputs = {False: tf.constant(pixels), True: tf.constant(pixels / 255)}
+        for function, unit_range in callables.values():  # Traces, warms up.
+            for _ in range(3):
+                _to_numpy(function(inputs[unit_range]))
+        for repeat in range(repeats):
+            for key in keys if repeat % 2 == 0 else keys[::-1]:
+                function, unit_range = callables[key]
+                start = time.perf_counter()
+                _to_numpy(function(inputs[unit_range]))
+                times.setdefault(f"{key[0]}|{key[1]}|{batch_size}", []).append(
+                    1000 * (time.perf_counter() - start))
+    print(json.dumps(times))
+
+
+# === Layer-by-layer profile ===
+
+
+def _layer_rows(model, images, repeats):
+    """(layer name, alone ms, marginal ms in the graph) per layer."""
+    import keras
+    import tensorflow as tf
+
+    alone, prefixes, inputs = [], [], images
+    for layer in model.layers[1:]:
+        call = tf.function(lambda x, layer=layer: layer(x, training=False))
+        alone.append((layer.name, call, inputs))
+        inputs = call(inputs)
+        prefix = keras.Model(model.inputs, layer.output)
+        prefixes.append(tf.function(
+            lambda x, prefix=prefix: tf.reduce_sum(prefix(x, training=False))))
+    times = {}
+    for _ in range(repeats):
+        for index, (_, call, x) in enumerate(alone):
+            for kind, function, argument in (("alone", call, x),
+                                             ("prefix", prefixes[index],
+                                              images)):
+                function(argument)
+                start = time.perf_counter()
+                _to_numpy(function(argument))
+                times.setdefault((kind, index), []).append(
+                    1000 * (time.perf_counter() - start))
+    rows, previous = [], 0.0
+    for index, (name, _, _) in enumerate(alone):
+        prefix = statistics.median(times[("prefix", index)])
+        rows.append((name, statistics.median(times[("alone", index)]),
+                     prefix - previous))
+        previous = prefix
+    return rows
+
+
+def _profile(official_dir, repeats, batch_size=256):
+    import numpy as np
+    import tensorflow as tf
+
+    models = _inference_models(official_dir)
+    images = tf.constant(np.random.default_rng(0).uniform(
+        0, 255, (batch_size, 28, 28, 1)).astype("float32"))
+    for name in ("ours", "official"):
+        model, unit_range = models[name]
+        rows = _layer_rows(model, images / 255 if unit_range else images,
+                           repeats)
+        print(f"\n{name}, batch {batch_size}, ms (medians of {repeats})")
+        print(f"{'layer':<24}{'alone':>9}{'in graph':>10}")
+        for layer, alone, marginal in rows:
+            print(f"{layer:<24}{alone:>9.2f}{marginal:>10.2f}")
+        print(f"{'sum':<24}{sum(r[1] for r in rows):>9.2f}"
+              f"{sum(r[2] for r in rows):>10.2f}")
+
+
+# === Driver ===
 
 
 def _matmul_gflops(repeats=30, size=1024):
@@ -208,84 +307,112 @@ def _matmul_gflops(repeats=30, size=1024):
     print(json.dumps({"gflops": 2 * size**3 / statistics.median(times) / 1e9}))
 
 
-def _measure(implementation, precision, mode, batch_size, steps):
+def _subprocess(official_dir, *arguments):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
-        [sys.executable, __file__, "--worker", implementation, precision,
-         mode, str(batch_size), str(steps)],
+        [sys.executable, __file__, "--official-dir", official_dir,
+         "--worker", *map(str, arguments)],
         capture_output=True, text=True, env=env, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def _run_worker(arguments, official_dir):
+    kind, *rest = arguments
+    if kind == "matmul":
+        _matmul_gflops()
+    elif kind == "train":
+        _train_worker(rest[0], int(rest[1]), int(rest[2]), official_dir)
+    else:
+        _inference_worker(int(rest[0]), official_dir)
+
+
+def _quartiles(values):
+    q1, median, q3 = statistics.quantiles(values, n=4)
+    return median, q1, q3
+
+
+def _print_training(train, gflops, args):
+    print(f"\nTraining, medians of {args.rounds} rounds x {args.steps} "
+          "steps (first quarter discarded as warm-up)\n")
+    header = (f"{'batch':>6}{'ours ms':>9}{'official ms':>13}{'speedup':>9}"
+              f"{'of limit':>10}{'ours MiB':>10}{'official MiB':>14}")
+    print(header + "\n" + "-" * len(header))
+    for batch_size in TRAIN_BATCHES:
+        ours, official = (
+            statistics.median(r["step_ms"] for r in train[(impl, batch_size)])
+            for impl in ("keras_caps", "official"))
+        ours_mib, official_mib = (
+            statistics.median(r["peak_mib"] for r in train[(impl, batch_size)])
+            for impl in ("keras_caps", "official"))
+        limit = 1000 * batch_size * GFLOP_PER_IMAGE["train"] / gflops / ours
+        print(f"{batch_size:>6}{ours:>9.1f}{official:>13.1f}"
+              f"{official / ours:>8.2f}x{limit:>10.0%}{ours_mib:>10.0f}"
+              f"{official_mib:>14.0f}")
+
+
+def _print_inference(inference, gflops, args):
+    print(f"\nInference, float32 unless marked, ms: median [quartiles] of "
+          f"{args.rounds} rounds x {args.repeats} interleaved repetitions\n")
+    columns = [("ours", "function"), ("official", "function"),
+               ("ours", "xla"), ("official", "xla"),
+               ("ours", "predict_on_batch"), ("official", "predict_on_batch"),
+               ("ours_folded", "function"), ("ours_folded_bf16", "function")]
+    for batch_size in INFERENCE_BATCHES:
+        stats = {c: _quartiles(inference[f"{c[0]}|{c[1]}|{batch_size}"])
+                 for c in columns}
+        limit = (1000 * batch_size * GFLOP_PER_IMAGE["inference"] / gflops
+                 / stats[("ours", "function")][0])
+        print(f"batch {batch_size} (ours at {limit:.0%} of the float32 "
+              "arithmetic limit)")
+        for name, way in columns:
+            median, q1, q3 = stats[(name, way)]
+            official = stats[("official", "xla" if way == "xla" else
+                              "predict_on_batch" if way == "predict_on_batch"
+                              else "function")][0]
+            print(f"  {name + ' ' + way:<30}{median:>8.1f} [{q1:.1f}, "
+                  f"{q3:.1f}]  official / this: {official / median:.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--official-dir", required=True,
+                        help="a checkout of github.com/EscVM/Efficient-CapsNet")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--worker", nargs=5, default=None,
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--skip-training", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    official_dir = os.path.abspath(args.official_dir)
     if args.worker:
-        implementation, precision, mode, batch_size, steps = args.worker
-        if mode == "matmul":
-            _matmul_gflops()
-            return
-        _worker(implementation, precision, mode, int(batch_size), int(steps))
+        _run_worker(args.worker, official_dir)
         return
-
-    configurations = [("train", 16), ("train", 64), ("train", 128),
-                      ("inference", 16), ("inference", 128),
-                      ("inference", 256)]
-    # (implementation, precision); the official code has no mixed precision.
-    variants = [("keras_caps", "float32"), ("official", "float32"),
-                ("keras_caps", "mixed_bfloat16")]
-    results = {}
+    if args.profile:
+        _profile(official_dir, args.repeats)
+        return
+    gflops, train, inference = [], {}, {}
     for round_index in range(args.rounds):
-        results.setdefault("matmul", []).append(_measure(
-            "none", "float32", "matmul", 0, 0))
-        for mode, batch_size in configurations:
-            order = variants if round_index % 2 == 0 else variants[::-1]
-            for implementation, precision in order:
-                key = (implementation, precision, mode, batch_size)
-                results.setdefault(key, []).append(_measure(
-                    implementation, precision, mode, batch_size, args.steps))
-
-    def median(key, field):
-        return statistics.median(r[field] for r in results[key])
-
-    machine_gflops = statistics.median(r["gflops"] for r in results["matmul"])
-    print(f"EfficientCapsNet-MNIST, {os.cpu_count()} CPU cores, medians of "
-          f"{args.rounds} rounds x {args.steps} steps (first quarter "
-          f"discarded as warm-up); float32 matmul: {machine_gflops:.0f} "
-          "GFLOP/s\n")
-    header = (f"{'mode':<10}{'batch':>6}{'ours ms':>9}{'ours img/s':>12}"
-              f"{'official ms':>13}{'speedup':>9}{'of limit':>10}"
-              f"{'ours bf16 ms':>14}{'speedup':>9}{'ours MiB':>10}"
-              f"{'official MiB':>14}")
-    print(header)
-    print("-" * len(header))
-    for mode, batch_size in configurations:
-        ours = median(("keras_caps", "float32", mode, batch_size), "step_ms")
-        official = median(("official", "float32", mode, batch_size),
-                          "step_ms")
-        bf16 = median(("keras_caps", "mixed_bfloat16", mode, batch_size),
-                      "step_ms")
-        ours_mib = median(("keras_caps", "float32", mode, batch_size),
-                          "peak_mib")
-        official_mib = median(("official", "float32", mode, batch_size),
-                              "peak_mib")
-        limit_ms = (1000 * batch_size * GFLOP_PER_IMAGE[mode]
-                    / machine_gflops)
-        limit = f"{limit_ms / ours:.0%}"
-        print(f"{mode:<10}{batch_size:>6}{ours:>9.1f}"
-              f"{1000 * batch_size / ours:>12.0f}{official:>13.1f}"
-              f"{official / ours:>8.2f}x{limit:>10}{bf16:>14.1f}"
-              f"{official / bf16:>8.2f}x{ours_mib:>10.0f}"
-              f"{official_mib:>14.0f}")
-    print("\nspeedup: official float32 time / ours; 'of limit': the "
-          "arithmetic limit's share of our float32 step time. bf16 training "
-          "uses keras_caps' mixed_bfloat16 policy (float32 weights). Our "
-          "inference is the exported serving model (batch norms folded into "
-          "the next convolutions; bf16: its convolutions in bfloat16).")
+        gflops.append(_subprocess(official_dir, "matmul")["gflops"])
+        order = ("keras_caps", "official")[::1 if round_index % 2 else -1]
+        for batch_size in () if args.skip_training else TRAIN_BATCHES:
+            for implementation in order:
+                train.setdefault((implementation, batch_size), []).append(
+                    _subprocess(official_dir, "train", implementation,
+                                batch_size, args.steps))
+        for key, values in _subprocess(official_dir, "inference",
+                                       args.repeats).items():
+            inference.setdefault(key, []).extend(values)
+    machine = statistics.median(gflops)
+    print(f"EfficientCapsNet-MNIST against the official code, "
+          f"{os.cpu_count()} CPU cores; float32 matmul: {machine:.0f} GFLOP/s")
+    if train:
+        _print_training(train, machine, args)
+    _print_inference(inference, machine, args)
+    print("\nspeedup: official time / ours. Ours unfolded is "
+          "inference_model(EfficientCapsNet('mnist')); 'folded' is the "
+          "exported serving model (batch norms folded into the next "
+          "convolutions), bf16 its convolutions in bfloat16.")
 
 
 if __name__ == "__main__":
