@@ -19,6 +19,9 @@ class RoutingDiagnostics(keras.callbacks.Callback):
     - `routing_<layer>_entropy_head_<k>`: the entropy of head `k` (one per
       head; several heads only for `AttentionRouting`), so head collapse
       shows as some heads falling far below the others;
+    - `routing_<layer>_sparsity` and `routing_<layer>_sparsity_head_<k>`:
+      the share of couplings that are exactly zero (sparse or one-hot
+      couplings, e.g. `coupling="sparsemax"`), overall and per head;
     - `routing_<layer>_top3_concentration`: the share of a parent's
       coupling mass on its top-3 children, mean over the parents;
     - `routing_<layer>_geometric_agreement_<t>`: `L_geo` of routing pass
@@ -79,6 +82,9 @@ class RoutingDiagnostics(keras.callbacks.Callback):
             values[f"{key}_entropy"] = float(numbers["entropy"])
             for head, entropy in enumerate(numbers["entropy_per_head"]):
                 values[f"{key}_entropy_head_{head}"] = float(entropy)
+            values[f"{key}_sparsity"] = float(numbers["sparsity"])
+            for head, share in enumerate(numbers["sparsity_per_head"]):
+                values[f"{key}_sparsity_head_{head}"] = float(share)
             values[f"{key}_top3_concentration"] = float(
                 np.mean(numbers["top3_concentration"]))
             for step, value in enumerate(

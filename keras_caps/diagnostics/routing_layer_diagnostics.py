@@ -35,7 +35,8 @@ def routing_layer_diagnostics(model, inputs, layer_names=None):
     >>> found = keras_caps.diagnostics.routing_layer_diagnostics(
     ...     model, np.zeros((2, 28, 28, 1)))
     >>> sorted(found["digit_caps"])
-    ['entropy', 'entropy_per_head', 'geometric_agreement', 'top3_concentration']
+    ['entropy', 'entropy_per_head', 'geometric_agreement', 'sparsity',
+     'sparsity_per_head', 'top3_concentration']
     """
     routers = diagnosable_routers(model, layer_names)
     image = model_roles.image_input(model)

@@ -7,7 +7,9 @@ few heads with low entropy and the others near the uniform maximum), the
 share of each parent's coupling mass on its top-3 children (localised
 against diffuse routing) and the geometric agreement
 `L_geo = sum_ij c_ij ||votes_ij - v_j||^2` per routing iteration, which
-should fall across the iterations of a trained model.
+should fall across the iterations of a trained model; and the sparsity,
+the share of couplings that are exactly zero (sparsemax and entmax-1.5,
+Martins & Astudillo 2016 and Peters et al. 2019; one-hot Gumbel samples).
 """
 
 import keras
@@ -22,7 +24,7 @@ _TOP_K = 3
 @keras_caps_export("keras_caps.diagnostics.routing_diagnostics")
 def routing_diagnostics(couplings, votes=None, parents=None,
                         normalization="parents"):
-    """Entropy, top-3 concentration and geometric agreement of couplings.
+    """Entropy, sparsity, top-3 concentration and agreement of couplings.
 
     ```
     entropy[h] = mean over batch and children i of
@@ -31,6 +33,7 @@ def routing_diagnostics(couplings, votes=None, parents=None,
                  (sum of the 3 largest c[h, :, j]) / sum_i c[h, i, j]
     geometric_agreement[t] = mean over batch of
                  sum_h sum_ij c_t[h, i, j] ||votes[i, j][h] - v_t[j][h]||^2
+    sparsity[h] = share of c[h, i, j] == 0 (exactly), over batch, i, j
     ```
 
     `[h]` is head `h`'s slice of the pose (the whole pose with one head).
@@ -53,9 +56,11 @@ def routing_diagnostics(couplings, votes=None, parents=None,
 
     Returns:
         A dict of NumPy values: `"entropy"` (float, nats, mean over the
-        heads), `"entropy_per_head"` `(num_heads,)`,
-        `"top3_concentration"` `(num_parents,)`, and with `votes` and
-        `parents`, `"geometric_agreement"` `(num_iterations,)`.
+        heads), `"entropy_per_head"` `(num_heads,)`, `"sparsity"` (float,
+        the share of exact zeros among the last couplings) and
+        `"sparsity_per_head"` `(num_heads,)`, `"top3_concentration"`
+        `(num_parents,)`, and with `votes` and `parents`,
+        `"geometric_agreement"` `(num_iterations,)`.
 
     Example:
 
@@ -65,6 +70,9 @@ def routing_diagnostics(couplings, votes=None, parents=None,
     0.6931
     >>> diagnostics["top3_concentration"].tolist()  # 3 of 4 children
     [0.75, 0.75]
+    >>> one_hot = np.array([[[[1.0, 0.0], [0.0, 1.0]]]])
+    >>> keras_caps.diagnostics.routing_diagnostics(one_hot)["sparsity"]
+    0.5
     """
     if normalization not in _NORMALIZATIONS:
         raise ValueError(
@@ -83,12 +91,15 @@ def routing_diagnostics(couplings, votes=None, parents=None,
     logs = np.log(np.clip(probabilities, 1e-30, None))
     entropy = -np.sum(probabilities * logs, axis=-1)  # (b, h, i)
     entropy_per_head = np.mean(entropy, axis=(0, 2))
+    sparsity_per_head = np.mean(last == 0.0, axis=(0, 2, 3))
     top = np.sort(last, axis=2)[:, :, -_TOP_K:, :]  # (b, h, 3, j)
     mass = np.sum(last, axis=2)
     concentration = np.sum(top, axis=2) / np.maximum(mass, 1e-30)
     result = {
         "entropy": float(np.mean(entropy_per_head)),
         "entropy_per_head": entropy_per_head,
+        "sparsity": float(np.mean(sparsity_per_head)),
+        "sparsity_per_head": sparsity_per_head,
         "top3_concentration": np.mean(concentration, axis=(0, 1)),
     }
     if (votes is None) != (parents is None):

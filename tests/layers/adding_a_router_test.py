@@ -38,8 +38,8 @@ assert diagnostics.find_routers(model) == [router]
 images = np.random.default_rng(0).uniform(0, 255, (2, 16, 16, 1))
 found = diagnostics.routing_layer_diagnostics(model, images)
 assert sorted(found["digit_caps"]) == [
-    "entropy", "entropy_per_head", "geometric_agreement",
-    "top3_concentration"], found
+    "entropy", "entropy_per_head", "geometric_agreement", "sparsity",
+    "sparsity_per_head", "top3_concentration"], found
 maps = visualization.routing_couplings(model, images[:1])
 assert maps.shape == (10, 16), maps.shape
 np.testing.assert_allclose(maps.sum(axis=0), 1.0, atol=1e-5)
