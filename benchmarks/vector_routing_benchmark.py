@@ -2,10 +2,11 @@
 
 Usage:
 
-    python benchmarks/vector_routing_benchmark.py            # TensorFlow
-    KERAS_BACKEND=jax python benchmarks/vector_routing_benchmark.py
+    python benchmarks/vector_routing_benchmark.py --peer-dir ~/peers
+    KERAS_BACKEND=jax python benchmarks/vector_routing_benchmark.py \\
+        --peer-dir ~/peers
     python benchmarks/vector_routing_benchmark.py --sizes 10000 40000 \\
-        --million 0 --eager_max_inputs 40000 --steps 3
+        --million 0 --eager_max_inputs 40000 --steps 3 --no_peer
 
 Sizes are the issue's: batch 1, input_dim = capsule_dim = 64,
 num_capsules = 32, two iterations, a fixed number of inputs (the
@@ -31,10 +32,22 @@ which materialises the (num_inputs, num_capsules, capsule_dim) vote tensor
 by default it runs up to `--eager_max_inputs=160000` on CPU; larger eager
 sizes need a machine (or GPU) with well over 16 GB free.
 
-The baseline row is the issue's measurement of the reference PyTorch
-implementation (`glassroom/heinsen_routing`, `EfficientVectorRouting`) on
-this 2-core CPU machine kind at 160k inputs: about 805 ms and about 1.1 GB
-above the idle process. The growth exponents are least-squares slopes of
+The peer is the reference PyTorch implementation itself
+(`glassroom/heinsen_routing`, `EfficientVectorRouting`, memory-efficient,
+the same sizes and iterations), run in the same way in its own subprocess
+in the same run: one step is `sum(routing(x)).backward()` (gradients of all
+its weights), eager PyTorch as published. Its code is not part of this
+repository: clone it outside it and pass `--peer-dir` (see
+`benchmarks/peer_code.py`; `--no_peer` times ours alone). Every process
+pins the same intra-op thread count, `--threads` (TensorFlow's intra-op
+pool, `torch.set_num_threads`; JAX's CPU client has no such setting), and
+the measurements are interleaved over `--rounds` rounds (each round runs
+every mode at every size once), so load from other processes hits all of
+them alike; the table shows the medians over the rounds and, at each
+size, the speed-up (peer time / ours) and our memory as a share of the
+peer's.
+
+The growth exponents are least-squares slopes of
 log(time) and log(memory) against log(num_inputs) over the sizes run; the
 local exponent between the two largest sizes is printed too, because a
 constant overhead (compilation, the runtime) flattens the overall fit.
@@ -43,12 +56,21 @@ constant overhead (compilation, the runtime) flattens the overall fit.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 
+from peer_code import import_peer
+from peer_code import missing_peer_message
+from peer_code import peer_folder
+from peer_code import pin_tensorflow_threads
+from peer_code import pin_torch_threads
+
+PEER = "heinsen_routing"
+MODES = ("efficient", "eager", "peer")
+
 _MIB = 2.0**20
-BASELINE = {"num_inputs": 160_000, "time_ms": 805.0, "memory_mib": 1100.0}
 NUM_CAPSULES, DIM, NUM_ITERATIONS = 32, 64, 2
 
 
@@ -60,15 +82,16 @@ def _proc_status(field):
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def _worker(args):
-    """Runs one (mode, num_inputs) measurement; prints one JSON line."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def _ours_step(args):
+    """`(run, num_parameters, backend)`: one compiled training step."""
     import keras
     import numpy as np
 
     from keras_caps.layers import VectorRouting
 
     backend = keras.backend.backend()
+    if backend == "tensorflow":
+        pin_tensorflow_threads(args.threads)
     layer = VectorRouting(NUM_CAPSULES, DIM, num_inputs=args.num_inputs,
                           num_iterations=NUM_ITERATIONS,
                           memory_efficient=args.mode == "efficient")
@@ -89,7 +112,7 @@ def _worker(args):
 
         def run():
             loss, gradients = step(x)
-            return float(loss), gradients
+            return float(loss)
     elif backend == "jax":
         import jax
 
@@ -105,33 +128,70 @@ def _worker(args):
         def run():
             loss, gradients = step(trainable, x)
             jax.block_until_ready(gradients)
-            return float(loss), gradients
+            return float(loss)
     else:
         raise ValueError("The benchmark runs on the tensorflow and jax "
                          f"backends. Received: backend={backend!r}")
+    return run, layer.count_params(), backend
 
+
+def _peer_step(args):
+    """`(run, num_parameters, backend)` of the reference PyTorch layer."""
+    import_peer(args.peer_dir, PEER)
+    import numpy as np
+    import torch
+    from heinsen_routing import EfficientVectorRouting
+
+    pin_torch_threads(args.threads)
+    torch.manual_seed(0)
+    routing = EfficientVectorRouting(
+        n_inp=args.num_inputs, n_out=NUM_CAPSULES, d_inp=DIM, d_out=DIM,
+        n_iters=NUM_ITERATIONS, memory_efficient=True)
+    x = torch.from_numpy(np.random.default_rng(0).normal(
+        size=(1, args.num_inputs, DIM)).astype("float32"))
+
+    def run():
+        routing.zero_grad(set_to_none=True)
+        loss = routing(x).sum()
+        loss.backward()
+        return float(loss.detach())
+
+    count = sum(p.numel() for p in routing.parameters())
+    return run, count, f"torch {torch.__version__}"
+
+
+def _worker(args):
+    """Runs one (mode, num_inputs) measurement; prints one JSON line."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+
+    make = _peer_step if args.mode == "peer" else _ours_step
+    run, num_parameters, backend = make(args)
     idle = _proc_status("VmRSS")
     for _ in range(args.warmup):
         run()
     times = []
     for _ in range(args.steps):
         start = time.perf_counter()
-        loss, _ = run()
+        loss = run()
         times.append(time.perf_counter() - start)
     peak = _proc_status("VmHWM")
     print(json.dumps({
         "mode": args.mode, "num_inputs": args.num_inputs,
         "backend": backend, "time_ms": 1e3 * float(np.median(times)),
         "min_ms": 1e3 * float(np.min(times)),
-        "memory_mib": (peak - idle) / _MIB, "loss_finite": bool(
-            np.isfinite(loss)),
-        "num_parameters": layer.count_params()}))
+        "memory_mib": (peak - idle) / _MIB,
+        "loss_finite": bool(np.isfinite(loss)),
+        "num_parameters": num_parameters}))
 
 
 def _measure(mode, num_inputs, args):
     command = [sys.executable, os.path.abspath(__file__), "--worker",
                "--mode", mode, "--num_inputs", str(num_inputs),
-               "--steps", str(args.steps), "--warmup", str(args.warmup)]
+               "--steps", str(args.steps), "--warmup", str(args.warmup),
+               "--threads", str(args.threads)]
+    if args.peer_dir:
+        command += ["--peer-dir", args.peer_dir]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -144,6 +204,18 @@ def _measure(mode, num_inputs, args):
         return {"mode": mode, "num_inputs": num_inputs,
                 "error": f"exit {result.returncode}: {' | '.join(tail)}"}
     return json.loads(lines[-1])
+
+
+def _median_row(runs):
+    """The median over rounds of one (mode, num_inputs)'s measurements."""
+    good = [run for run in runs if "error" not in run]
+    if not good:
+        return runs[-1]
+    row = dict(good[0])
+    for key in ("time_ms", "min_ms", "memory_mib"):
+        row[key] = statistics.median(run[key] for run in good)
+    row["rounds"] = len(good)
+    return row
 
 
 def _exponent(rows, key):
@@ -173,7 +245,7 @@ def _linear_fit(rows, key, unit):
             f"{per_unit} per input, worst relative residual {worst:.1%}")
 
 
-def main():
+def _parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+",
                         default=[10_000, 40_000, 160_000, 640_000])
@@ -182,68 +254,87 @@ def main():
     parser.add_argument("--eager_max_inputs", type=int, default=160_000)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="Interleaved repetitions; medians over them.")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="Intra-op threads of every process.")
+    parser.add_argument("--peer-dir", dest="peer_dir",
+                        default=os.environ.get("KERAS_CAPS_PEER_DIR"),
+                        help="Folder holding a clone of "
+                             "glassroom/heinsen_routing (see peer_code.py).")
+    parser.add_argument("--no_peer", action="store_true",
+                        help="Time ours alone; no ratios.")
     parser.add_argument("--worker", action="store_true",
                         help=argparse.SUPPRESS)
-    parser.add_argument("--mode", choices=("efficient", "eager"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--num_inputs", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        _worker(args)
-        return
+    return parser.parse_args()
 
-    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
-    print(f"VectorRouting forward+backward, backend={backend}, batch 1, "
-          f"input_dim = capsule_dim = {DIM}, num_capsules = {NUM_CAPSULES}, "
-          f"{NUM_ITERATIONS} iterations, fixed num_inputs; median of "
-          f"{args.steps} steps after {args.warmup} warm-up; memory = peak "
-          f"RSS above the idle process; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.")
-    results = {"efficient": [], "eager": []}
-    for num_inputs in sorted(args.sizes):
-        for mode in ("efficient", "eager"):
-            if mode == "eager" and num_inputs > args.eager_max_inputs:
+
+def _plan(args):
+    """The (mode, num_inputs) pairs of one round, in order."""
+    plan = []
+    for num_inputs in sorted(args.sizes) + (
+            [args.million] if args.million else []):
+        for mode in MODES:
+            if mode == "eager" and (num_inputs > args.eager_max_inputs
+                                    or num_inputs == args.million):
                 continue
-            row = _measure(mode, num_inputs, args)
-            results[mode].append(row)
-            print("  measured", json.dumps(row), flush=True)
-    million = None
-    if args.million:
-        million = _measure("efficient", args.million, args)
-        print("  measured", json.dumps(million), flush=True)
+            if mode == "peer" and args.no_peer:
+                continue
+            plan.append((mode, num_inputs))
+    return plan
 
-    print()
-    header = (f"{'num_inputs':>10} | {'efficient ms':>12} | "
-              f"{'efficient MiB':>13} | {'eager ms':>9} | {'eager MiB':>9} | "
-              f"{'baseline ms':>11} | {'baseline MiB':>12}")
+
+def _run_rounds(args):
+    """`{(mode, num_inputs): median row}` over interleaved rounds."""
+    plan = _plan(args)
+    runs = {key: [] for key in plan}
+    for round_number in range(args.rounds):
+        for mode, num_inputs in plan:
+            row = _measure(mode, num_inputs, args)
+            runs[(mode, num_inputs)].append(row)
+            print(f"  round {round_number + 1}:", json.dumps(row),
+                  flush=True)
+    return {key: _median_row(rows) for key, rows in runs.items()}
+
+
+def _cells(row):
+    if row is None:
+        return "", ""
+    if "error" in row:
+        return "failed", "failed"
+    return f"{row['time_ms']:.0f}", f"{row['memory_mib']:.0f}"
+
+
+def _print_table(results):
+    sizes = sorted({n for _, n in results})
+    header = (f"{'num_inputs':>10} | {'ours ms':>8} | {'ours MiB':>8} | "
+              f"{'eager ms':>8} | {'eager MiB':>9} | {'peer ms':>8} | "
+              f"{'peer MiB':>8} | {'speed-up':>8} | {'memory':>6}")
     print(header)
     print("-" * len(header))
-    eager = {r["num_inputs"]: r for r in results["eager"]}
-
-    def cells(row):
-        if row is None:
-            return "skipped", "skipped"
+    for n in sizes:
+        ours, eager, peer = (results.get((mode, n)) for mode in MODES)
+        cells = [*_cells(ours), *_cells(eager), *_cells(peer)]
+        ratio = memory = ""
+        if ours and peer and "error" not in ours and "error" not in peer:
+            ratio = f"{peer['time_ms'] / ours['time_ms']:.2f}x"
+            memory = f"{ours['memory_mib'] / peer['memory_mib']:.0%}"
+        print(f"{n:>10} | {cells[0]:>8} | {cells[1]:>8} | {cells[2]:>8} | "
+              f"{cells[3]:>9} | {cells[4]:>8} | {cells[5]:>8} | "
+              f"{ratio:>8} | {memory:>6}")
+    for row in results.values():
         if "error" in row:
-            return "failed", "failed"
-        return f"{row['time_ms']:.0f}", f"{row['memory_mib']:.0f}"
-
-    for row in results["efficient"] + ([million] if million else []):
-        eff_ms, eff_mib = cells(row)
-        eag_ms, eag_mib = cells(eager.get(row["num_inputs"]))
-        if row["num_inputs"] == BASELINE["num_inputs"]:
-            base_ms = f"{BASELINE['time_ms']:.0f}"
-            base_mib = f"{BASELINE['memory_mib']:.0f}"
-        else:
-            base_ms = base_mib = ""
-        print(f"{row['num_inputs']:>10} | {eff_ms:>12} | {eff_mib:>13} | "
-              f"{eag_ms:>9} | {eag_mib:>9} | {base_ms:>11} | {base_mib:>12}")
-    for row in results["efficient"] + results["eager"] + [million]:
-        if row and "error" in row:
             print(f"  {row['mode']} at {row['num_inputs']}: {row['error']}")
+    print("speed-up: peer ms / ours ms; memory: ours MiB / peer MiB "
+          "(medians over the rounds).")
 
-    print()
-    for mode in ("efficient", "eager"):
-        rows = results[mode]
+
+def _print_growth(results):
+    for mode in MODES:
+        rows = [results[key] for key in sorted(results)
+                if key[0] == mode and "error" not in results[key]]
         if len(rows) < 2:
             continue
         span = f"{rows[0]['num_inputs']} -> {rows[-1]['num_inputs']}"
@@ -252,10 +343,34 @@ def main():
         print(f"{mode:>9} growth exponents over {span}: time "
               f"{time_fit:.2f} (largest two sizes {time_local:.2f}), memory "
               f"{memory_fit:.2f} (largest two sizes {memory_local:.2f})")
-        ok = [r for r in rows if "error" not in r]
-        if len(ok) >= 3:
+        if len(rows) >= 3:
             for key, unit in (("time_ms", "ms"), ("memory_mib", "MiB")):
-                print(f"          {_linear_fit(ok, key, unit)}")
+                print(f"          {_linear_fit(rows, key, unit)}")
+
+
+def main():
+    args = _parse_args()
+    if args.worker:
+        _worker(args)
+        return
+    if not args.no_peer and peer_folder(args.peer_dir, PEER) is None:
+        raise SystemExit(missing_peer_message(args.peer_dir, PEER))
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    print(f"VectorRouting forward+backward, backend={backend}, batch 1, "
+          f"input_dim = capsule_dim = {DIM}, num_capsules = {NUM_CAPSULES}, "
+          f"{NUM_ITERATIONS} iterations, fixed num_inputs; median of "
+          f"{args.steps} steps after {args.warmup} warm-up, median over "
+          f"{args.rounds} interleaved round(s); {args.threads} intra-op "
+          f"threads; memory = peak RSS above the idle process; load "
+          f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.")
+    if not args.no_peer:
+        print(f"peer: glassroom/heinsen_routing EfficientVectorRouting "
+              f"(PyTorch, eager) from {peer_folder(args.peer_dir, PEER)}")
+    results = _run_rounds(args)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    _print_table(results)
+    print()
+    _print_growth(results)
 
 
 if __name__ == "__main__":
