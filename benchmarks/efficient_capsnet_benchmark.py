@@ -237,56 +237,59 @@ def _inference_worker(repeats, official_dir):
 # === Layer-by-layer profile ===
 
 
-def _layer_rows(model, images, repeats):
-    """(layer name, alone ms, marginal ms in the graph) per layer."""
+def _layer_calls(model, images):
+    """Per layer: (name, its forward alone, its real input, the graph up to
+    it reduced to a scalar)."""
     import keras
     import tensorflow as tf
 
-    alone, prefixes, inputs = [], [], images
+    calls, inputs = [], images
     for layer in model.layers[1:]:
-        call = tf.function(lambda x, layer=layer: layer(x, training=False))
-        alone.append((layer.name, call, inputs))
-        inputs = call(inputs)
+        alone = tf.function(lambda x, layer=layer: layer(x, training=False))
         prefix = keras.Model(model.inputs, layer.output)
-        prefixes.append(tf.function(
-            lambda x, prefix=prefix: tf.reduce_sum(prefix(x, training=False))))
-    times = {}
-    for _ in range(repeats):
-        for index, (_, call, x) in enumerate(alone):
-            for kind, function, argument in (("alone", call, x),
-                                             ("prefix", prefixes[index],
-                                              images)):
-                function(argument)
-                start = time.perf_counter()
-                _to_numpy(function(argument))
-                times.setdefault((kind, index), []).append(
-                    1000 * (time.perf_counter() - start))
-    rows, previous = [], 0.0
-    for index, (name, _, _) in enumerate(alone):
-        prefix = statistics.median(times[("prefix", index)])
-        rows.append((name, statistics.median(times[("alone", index)]),
-                     prefix - previous))
-        previous = prefix
-    return rows
+        calls.append((layer.name, alone, inputs, tf.function(
+            lambda x, prefix=prefix: tf.reduce_sum(prefix(x, training=False)))))
+        inputs = alone(inputs)
+    return calls
 
 
 def _profile(official_dir, repeats, batch_size=256):
+    """Prints each layer's time alone and its marginal time in the graph;
+    both models' layers are timed in turn within every repetition."""
     import numpy as np
     import tensorflow as tf
 
     models = _inference_models(official_dir)
-    images = tf.constant(np.random.default_rng(0).uniform(
-        0, 255, (batch_size, 28, 28, 1)).astype("float32"))
+    pixels = np.random.default_rng(0).uniform(
+        0, 255, (batch_size, 28, 28, 1)).astype("float32")
+    calls, times = {}, {}
     for name in ("ours", "official"):
         model, unit_range = models[name]
-        rows = _layer_rows(model, images / 255 if unit_range else images,
-                           repeats)
+        images = tf.constant(pixels / 255 if unit_range else pixels)
+        calls[name] = [(layer, alone, x, prefix, images)
+                       for layer, alone, x, prefix in _layer_calls(model,
+                                                                   images)]
+    for repeat in range(repeats):
+        for name in ("ours", "official")[::1 if repeat % 2 else -1]:
+            for index, (_, alone, x, prefix, images) in enumerate(
+                    calls[name]):
+                for kind, function, argument in (("alone", alone, x),
+                                                 ("prefix", prefix, images)):
+                    function(argument)
+                    start = time.perf_counter()
+                    _to_numpy(function(argument))
+                    times.setdefault((name, kind, index), []).append(
+                        1000 * (time.perf_counter() - start))
+    for name in ("ours", "official"):
         print(f"\n{name}, batch {batch_size}, ms (medians of {repeats})")
         print(f"{'layer':<24}{'alone':>9}{'in graph':>10}")
-        for layer, alone, marginal in rows:
-            print(f"{layer:<24}{alone:>9.2f}{marginal:>10.2f}")
-        print(f"{'sum':<24}{sum(r[1] for r in rows):>9.2f}"
-              f"{sum(r[2] for r in rows):>10.2f}")
+        previous = 0.0
+        for index, (layer, *_) in enumerate(calls[name]):
+            prefix = statistics.median(times[(name, "prefix", index)])
+            alone = statistics.median(times[(name, "alone", index)])
+            print(f"{layer:<24}{alone:>9.2f}{prefix - previous:>10.2f}")
+            previous = prefix
+        print(f"{'whole graph':<24}{'':>9}{previous:>10.2f}")
 
 
 # === Driver ===
