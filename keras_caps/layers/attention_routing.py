@@ -389,6 +389,16 @@ class AttentionRouting(Router):
         and each head keeps its own slice of the result (the diagonal
         blocks; the others are `num_heads - 1` spare products of a small
         matrix).
+
+        The spare blocks are cheaper than every exact per-head form we
+        measured (TensorFlow, 2-core CPU, `(64, 1152, 8) -> 10 x 16`, 4
+        heads, one training step): contracting each head alone,
+        `(b, j, h, 1, i) @ (b, j, h, i, e)`, is 1.2-1.3x slower (matrix-
+        vector products); folding each head's couplings into the children
+        as the one-head path does builds `num_heads * input_dim` values
+        per child and parent, twice the votes here, and is 1.6-1.9x
+        slower; a broadcast weighted sum over the children, or a
+        hand-written gradient that skips the votes' transpose, 1.1-1.4x.
         """
         num_inputs, heads = self._num_inputs, self.num_heads
         kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
