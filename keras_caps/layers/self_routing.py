@@ -329,12 +329,7 @@ def self_route(layer, poses, activations, keep_votes):
                         route_kernel) + route_bias
     couplings = layer.tempered_softmax(logits, axis=-1)
     weights, parent_activations = mixture_weights(couplings, activations)
-    # (b, x, i, j, 1) * (b, x, i, 1, d) -> (b, x, i, j, d), contracted with
-    # W_pose over (i, d): sum_i w[i, j] W_pose[i, j] u[i], without votes.
-    weighted_poses = (ops.expand_dims(ops.cast(weights, poses.dtype), -1)
-                      * ops.expand_dims(poses, 3))
-    parent_poses = ops.einsum("bxijd,idjz->bxjz", weighted_poses,
-                              pose_kernel)
+    parent_poses = mix_votes(weights, poses, pose_kernel)
     votes = None
     if keep_votes:
         votes = ops.einsum("bxid,idjz->bxijz", poses, pose_kernel)
@@ -345,6 +340,35 @@ def self_route(layer, poses, activations, keep_votes):
                                  layer.output_format),
         couplings=[_router_layout(couplings)],
         agreement=[_router_layout(logits)], votes=votes)
+
+
+def mix_votes(weights, poses, pose_kernel):
+    """`sum_i w[i, j] W_pose[i, j] u[i]`, `(b, x, j, z)`, without the votes.
+
+    The weighted children are built parents first, `(j, b * x, i * d)`, so
+    the contraction with `W_pose` is one batched matrix product over the
+    parents that reads them in place (no transposed copy of them).
+
+    Args:
+        weights: `(b, x, i, j)` float32 mixture weights.
+        poses: `(b, x, i, d)`.
+        pose_kernel: `(i, d, j, z)`, in the dtype of the poses.
+    """
+    num_positions, num_children, pose_dim = poses.shape[1:]
+    num_parents, capsule_dim = pose_kernel.shape[2:]
+    # (b, x, i, j) -> (j, b * x, i, 1): small next to the weighted children.
+    weights = ops.reshape(ops.cast(weights, poses.dtype),
+                          (-1, num_children, num_parents))
+    weights = ops.expand_dims(ops.transpose(weights, (2, 0, 1)), -1)
+    poses = ops.reshape(poses, (1, -1, num_children, pose_dim))
+    # (j, b * x, i, 1) * (1, b * x, i, d) -> (j, b * x, i * d)
+    weighted = ops.reshape(weights * poses,
+                           (num_parents, -1, num_children * pose_dim))
+    kernel = ops.reshape(ops.transpose(pose_kernel, (2, 0, 1, 3)), (
+        num_parents, num_children * pose_dim, capsule_dim))
+    mixed = ops.matmul(weighted, kernel)  # (j, b * x, z)
+    return ops.reshape(ops.transpose(mixed, (1, 0, 2)),
+                       (-1, num_positions, num_parents, capsule_dim))
 
 
 def mixture_weights(couplings, activations):

@@ -56,7 +56,8 @@ class ConvSelfRoutingTest(TestCase):
             expected_num_trainable_weights=3,
             expected_num_non_trainable_weights=1,  # temperature
             expected_num_parameters=parameters,
-            run_training_check=full, run_saving_check=full)
+            run_training_check=full, run_saving_check=full,
+            run_mixed_precision_check=full)
 
     @parameterized.named_parameters(
         ("same_strides_1", 3, 1, "same"),
@@ -85,8 +86,7 @@ class ConvSelfRoutingTest(TestCase):
                          (2, couplings.shape[2], 3, 2))
 
     @parameterized.named_parameters(
-        ("float32", "float32"), ("mixed_float16", "mixed_float16"),
-        ("mixed_bfloat16", "mixed_bfloat16"))
+        ("float32", "float32"), ("mixed_float16", "mixed_float16"))
     def test_a_window_of_children_that_are_off(self, policy):
         rng = np.random.default_rng(4)
         grid = capsules(rng, (2, 4, 4, 2, 3))
