@@ -31,6 +31,9 @@ from keras_caps.applications.inverted_attention_capsnet import (
 from keras_caps.applications.inverted_attention_capsnet import (
     InvertedAttentionCapsNet,
 )
+from keras_caps.applications.matrix_capsnet import MATRIX_CAPSNET
+from keras_caps.applications.matrix_capsnet import MATRIX_CAPSNET_PRESETS
+from keras_caps.applications.matrix_capsnet import MatrixCapsNet
 from keras_caps.applications.model_family import ModelFamily
 from keras_caps.applications.official_weights import load_official_weights
 from keras_caps.applications.vector_routing_capsnet import (

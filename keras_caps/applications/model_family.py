@@ -29,6 +29,10 @@ class ModelFamily:
         presets: Mapping from dataset name to preset dict.
         has_decoder: bool. Whether the models can train with a
             reconstruction decoder (then the default). Defaults to `True`.
+        recipe_callbacks: Callable or `None`. `recipe_callbacks(dataset,
+            epochs)` returns the callbacks `keras-caps train` adds for the
+            family (e.g. `MatrixCapsNet`'s spread-loss margin schedule),
+            placed before the logs. Defaults to `None`.
 
     Example:
 
@@ -44,6 +48,7 @@ class ModelFamily:
     builder: Callable
     presets: Mapping
     has_decoder: bool = True
+    recipe_callbacks: Callable | None = None
 
     def get_preset(self, dataset):
         """The preset of `dataset`; a clear `ValueError` for unknown ones."""

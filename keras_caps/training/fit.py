@@ -623,11 +623,15 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         os.path.join(work_dir, "checkpoints", "best.keras"))
     backup = ResumableBackup(os.path.join(work_dir, "backup"),
                              save_freq=backup_frequency)
+    family = MODELS[settings.model]
     callbacks = _callbacks(
         work_dir, checkpoint, backup,
-        MODELS[settings.model].learning_rate_schedule(
-            settings.preset_name()),
+        family.learning_rate_schedule(settings.preset_name()),
         _schedule_config(settings))
+    if family.recipe_callbacks is not None:
+        # The family's own schedules go with the others, before the logs.
+        callbacks[:0] = family.recipe_callbacks(settings.preset_name(),
+                                                settings.epochs)
     train_batches = int(tf.data.experimental.cardinality(splits["train"]))
     steps_per_epoch = settings.steps_per_epoch or (
         train_batches if train_batches > 0 else None)

@@ -11,6 +11,7 @@ from keras_caps.applications import CAPSULE_CLASSIFIERS
 from keras_caps.applications import CNN_BASELINE
 from keras_caps.applications import EFFICIENT_CAPSNET
 from keras_caps.applications import INVERTED_ATTENTION_CAPSNET
+from keras_caps.applications import MATRIX_CAPSNET
 from keras_caps.applications import VECTOR_ROUTING_CAPSNET
 from keras_caps.applications import ModelFamily
 
@@ -22,6 +23,7 @@ MODELS = {
     "vector_routing_capsnet": VECTOR_ROUTING_CAPSNET,
     "capsnet": CAPSNET,
     "inverted_attention_capsnet": INVERTED_ATTENTION_CAPSNET,
+    "matrix_capsnet": MATRIX_CAPSNET,
     # One stem, every router (`keras-caps compare`): one name per router.
     **{f"capsule_classifier_{router}": family
        for router, family in CAPSULE_CLASSIFIERS.items()},
