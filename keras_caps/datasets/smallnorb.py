@@ -1,4 +1,5 @@
-"""smallNORB in the Efficient-CapsNet recipe (Mazzia et al. 2021)."""
+"""smallNORB in the Efficient-CapsNet recipe (Mazzia et al. 2021), or
+prepared as for matrix capsules with EM routing (Hinton et al. 2018)."""
 
 import functools
 import logging
@@ -19,12 +20,21 @@ _CENTER = (_SCALE - _PATCH) // 2
 _MAX_DELTA = 2.0  # in standardised units, i.e. training standard deviations
 _CONTRAST_RANGE = (0.5, 1.5)
 _BATCH = 512
+# Matrix capsules with EM routing (Hinton, Sabour & Frosst 2018, §5): one
+# view at 48 x 48, 32 x 32 crops.
+PRESETS = ("efficient_capsnet", "matrix_capsules")
+_MATRIX_SCALE = 48
+_MATRIX_PATCH = 32
+_MATRIX_CENTER = (_MATRIX_SCALE - _MATRIX_PATCH) // 2
+_MATRIX_MAX_DELTA = 32.0  # raw pixel units (of 255); the paper gives none
 
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
-         augment=True, statistics=None, download=True):
-    """smallNORB stereo batches for Efficient-CapsNet.
+         augment=True, statistics=None, download=True,
+         preset="efficient_capsnet"):
+    """smallNORB stereo batches for Efficient-CapsNet, or single views for
+    matrix capsules (`preset="matrix_capsules"`).
 
     With `reconstruction=True` the dataset yields
     `({"image": image, "label": label},
@@ -48,6 +58,18 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     [0.5, 1.5] about each image's per-channel mean. Like the official
     augmentation this is not clipped, so training images can leave
     [0, 255]; only the reconstruction target is clipped to [0, 1].
+
+    With `preset="matrix_capsules"` (Hinton, Sabour & Frosst 2018, §5):
+    one view (`image`), resized bilinearly from 96 x 96 to 48 x 48, so
+    `image` and `target` are `(batch, 32, 32, 1)`: evaluation takes the
+    centre 32 x 32 crop (offset 8); training a random 32 x 32 crop, a
+    random brightness delta uniform in [-32, 32] raw units and a random
+    contrast factor in [0.5, 1.5] about each image's mean (the paper gives
+    no values: ours), clipped to [0, 255]. The paper standardises each
+    image; `MatrixCapsNet` does that in the model, after the jitter, so
+    the jitter reaches the model only where the clipping saturates pixels
+    (a shift and a scaling about the mean are otherwise undone).
+    `statistics` is not used.
 
     Splits: with `validation="holdout"` (default), `"train"` is
     the 24,300 training pairs minus a seeded, class-stratified holdout of
@@ -79,6 +101,8 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
         download: bool. Let TFDS download and prepare a dataset that is
             not prepared yet (see `keras_caps.datasets.sources.load_tfds`).
             Defaults to `True`; `False` reads prepared data only.
+        preset: str. `"efficient_capsnet"` (the default, above) or
+            `"matrix_capsules"`.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -93,11 +117,25 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     training = pipeline.check_arguments(split, batch_size, training,
                                         validation, seed,
                                         shuffle_buffer_size)
+    if preset not in PRESETS:
+        raise ValueError(
+            "Received an invalid value for `preset`, expected one of "
+            f"{list(PRESETS)}. Received: preset={preset!r}")
     data_dir = sources.resolve_data_dir(data_dir)
     examples, num_examples = _split_examples(split, validation, seed,
                                              data_dir, download)
     random_crop = training and augment
     augment_fn = None
+    if preset == "matrix_capsules":
+        return pipeline.build_pipeline(
+            examples,
+            prepare=functools.partial(_prepare_view,
+                                      center_crop=not random_crop),
+            format_batch=functools.partial(pipeline.classification_batch,
+                                           reconstruction=reconstruction),
+            batch_size=batch_size, training=training, seed=seed,
+            shuffle_buffer_size=shuffle_buffer_size or max(num_examples, 1),
+            augment=_augment_view if random_crop else None)
     if random_crop:
         if statistics is None:
             statistics = training_statistics(data_dir, seed, validation,
@@ -208,3 +246,34 @@ def _augment(batch, seed, std):
         [batch_size, 1, 1, 1], contrast_seed, *_CONTRAST_RANGE)
     mean = tf.reduce_mean(images, axis=(1, 2), keepdims=True)
     return (images - mean) * factor + mean, labels
+
+
+def _prepare_view(example, center_crop):
+    """One view at 48 x 48 (Hinton et al. 2018, §5), centre-cropped to
+    32 x 32 for evaluation."""
+    image = tf.cast(example["image"], tf.float32)  # (96, 96, 1)
+    image = tf.image.resize(image, (_MATRIX_SCALE, _MATRIX_SCALE),
+                            method="bilinear")
+    if center_crop:
+        image = image[_MATRIX_CENTER:_MATRIX_CENTER + _MATRIX_PATCH,
+                      _MATRIX_CENTER:_MATRIX_CENTER + _MATRIX_PATCH]
+    label = tf.one_hot(example["label_category"], _NUM_CLASSES,
+                       dtype=tf.float32)
+    return image, label
+
+
+def _augment_view(batch, seed):
+    """Random 32 x 32 crops with brightness and contrast jitter."""
+    images, labels = batch  # images (batch, 48, 48, 1), raw units
+    batch_size = tf.shape(images)[0]
+    crop_seed, brightness_seed, contrast_seed = tf.unstack(
+        tf.random.experimental.stateless_split(seed, num=3))
+    images = crops.random_crop(images, _MATRIX_PATCH, crop_seed)
+    delta = tf.random.stateless_uniform(
+        [batch_size, 1, 1, 1], brightness_seed, -_MATRIX_MAX_DELTA,
+        _MATRIX_MAX_DELTA)
+    factor = tf.random.stateless_uniform(
+        [batch_size, 1, 1, 1], contrast_seed, *_CONTRAST_RANGE)
+    mean = tf.reduce_mean(images, axis=(1, 2), keepdims=True)
+    images = (images - mean) * factor + mean + delta
+    return tf.clip_by_value(images, 0.0, 255.0), labels
