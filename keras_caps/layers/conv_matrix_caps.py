@@ -14,8 +14,6 @@ from keras_caps.ops.em_routing import DEFAULT_EPSILON
 from keras_caps.ops.em_routing import MATRIX_CAPSULE_SIZE
 from keras_caps.ops.em_routing import POSE_SIZE
 from keras_caps.ops.em_routing import em_inverse_temperatures
-from keras_caps.ops.em_routing import em_log_likelihood
-from keras_caps.ops.em_routing import em_m_step
 from keras_caps.validation import check_int_pair
 from keras_caps.validation import check_number
 from keras_caps.validation import check_positive_int
@@ -28,6 +26,10 @@ POSE_SIDE = 4
 CAPSULE_SIZE = MATRIX_CAPSULE_SIZE
 # The float32 fill of the max-fold where an offset misses a child.
 _LOWEST = float(np.finfo("float32").min)
+# A parent with at most this much data has none (keras_caps.ops.em_m_step's
+# rule: it divides by 1 instead of 0).
+_NO_DATA = 1e-20
+_LOG_2PI = math.log(2.0 * math.pi)
 
 
 @keras_caps_export("keras_caps.layers.ConvMatrixCaps")
@@ -121,7 +123,10 @@ class ConvMatrixCaps(Router):
 
     Input shape:
         `(batch, H, W, B, 17)` matrix capsules: 16 pose entries, then the
-        activation (clipped to `[0, 1]`).
+        activation (clipped to `[0, 1]`; an activation of 0 or less
+        passes no gradient: turning an inactive child on would give a
+        tight parent data far from its mean, a derivative of order
+        `1 / epsilon^2` that overflows float16).
 
     Output shape:
         `(batch, H', W', C, 17)`, `H' = (H - K) // s + 1`.
@@ -132,8 +137,8 @@ class ConvMatrixCaps(Router):
     ...                                          strides=2)
     >>> tuple(layer(np.zeros((2, 7, 7, 3, 17))).shape)
     (2, 3, 3, 4, 17)
-    >>> layer.count_params()  # 3 * 3 * 3 * 4 * 16 + beta_u, beta_a (4 each)
-    1736
+    >>> layer.count_params()  # 3 * 3 * 3 * 4 * 16, beta_u, beta_a, temperature
+    1737
 
     Reference:
     - [Hinton, Sabour & Frosst, 2018](https://openreview.net/forum?id=HJWLfGWRb)
@@ -181,23 +186,26 @@ class ConvMatrixCaps(Router):
                                   self.num_capsules, POSE_SIDE, POSE_SIDE),
             initializer=self.kernel_initializer,
             regularizer=self.kernel_regularizer,
-            constraint=self.kernel_constraint)
-        self.beta_u = self.add_weight(name="beta_u",
-                                      shape=(self.num_capsules,),
-                                      initializer="zeros")
-        self.beta_a = self.add_weight(name="beta_a",
-                                      shape=(self.num_capsules,),
-                                      initializer="zeros")
+            constraint=self.kernel_constraint, autocast=False)
+        # Routing runs in float32: the weights are read as float32 under
+        # every dtype policy (autocast=False).
+        self.beta_u = self.add_weight(
+            name="beta_u", shape=(self.num_capsules,), initializer="zeros",
+            autocast=False)
+        self.beta_a = self.add_weight(
+            name="beta_a", shape=(self.num_capsules,), initializer="zeros",
+            autocast=False)
         # How many windows hold each child: (H, W, 1), 0 where none does.
         counts = np.zeros((height, width, 1), "float32")
         for p in range(kernel_h):
             for q in range(kernel_w):
                 counts[self._offset_rows(p), self._offset_columns(q)] += 1
         self._uncovered = (counts == 0).astype("float32")
-        # The uniform first pass, 1 / (n_i C) per window entry: (H', W', N).
+        # The uniform first pass, 1 / (n_i C) per window entry: (H', W',
+        # 1, N), broadcast over the parent types.
         uniform = 1.0 / (np.maximum(counts, 1.0) * self.num_capsules)
         self._uniform = self._windows_numpy(
-            np.broadcast_to(uniform, (height, width, num_types)))
+            np.broadcast_to(uniform, (height, width, num_types)))[:, :, None]
         self.input_spec = keras.InputSpec(
             ndim=5, axes={1: height, 2: width, 3: num_types,
                           4: CAPSULE_SIZE})
@@ -220,33 +228,34 @@ class ConvMatrixCaps(Router):
         return stacked.reshape((*self._out_grid, -1)).astype("float32")
 
     # --- Routing ---------------------------------------------------------
-    # b: batch, y, x: output rows and columns, n: window children
-    # (kernel row, kernel column, child type), c: parent types, h: the 16
-    # pose entries; the routing state is float32 (b, y, x, n, c).
+    # b: batch, y, x: output rows and columns, c: parent types, n: window
+    # children (kernel row, kernel column, child type), h: the 16 pose
+    # entries. The routing state is float32 (b, y, x, c, n): per parent,
+    # its window's children, so both steps are batched matrix products.
 
     def compute_routing(self, inputs, keep_passes=False):
         windows = capsule_ops.at_least_float32(self._windows(inputs))
-        poses = windows[..., :POSE_SIZE]  # (b, y, x, n, 16)
-        # (b, y, x, n), probabilities
-        activations = ops.clip(windows[..., POSE_SIZE], 0.0, 1.0)
-        votes = self._votes(poses)  # (b, y, x, n, c, 16)
-        # (b, y, x, n, 1): the uniform first pass, broadcast over c.
-        couplings = ops.expand_dims(
-            ops.zeros_like(activations) + self._uniform, -1)
-        couplings = ops.broadcast_to(
-            couplings, (*ops.shape(activations), self.num_capsules))
+        # (b, y, x, n): probabilities. An inactive child (activation <= 0)
+        # passes no gradient to its activation: turning it on would give a
+        # tight parent (variance near epsilon) data far from its mean, a
+        # derivative of order 1 / epsilon^2 that overflows float16.
+        raw = windows[..., POSE_SIZE]
+        activations = ops.where(raw > 0.0, ops.minimum(raw, 1.0), 0.0)
+        votes = self._votes(windows[..., :POSE_SIZE])  # (b, y, x, c, n, h)
+        squares = ops.square(votes)
+        # (b, y, x, c, n): the uniform first pass and its zero logits.
+        couplings = ops.zeros_like(votes[..., 0]) + self._uniform
         agreement = ops.zeros_like(couplings)
         passes = []
         for step, inverse_temperature in enumerate(self.inverse_temperatures):
-            means, variances, parents = em_m_step(
-                votes, couplings * ops.expand_dims(activations, -1),
-                self.beta_u, self.beta_a, inverse_temperature, self.epsilon)
-            passes.append((couplings, agreement, means, parents))
+            means, variances, logits = self._m_step(
+                votes, squares, couplings * ops.expand_dims(activations, 3),
+                inverse_temperature)
+            passes.append((couplings, agreement, means, logits))
             if step + 1 < self.num_iterations:
-                # (b, y, x, 1, c) + (b, y, x, n, c): the E-step logits.
-                agreement = ops.expand_dims(ops.log(ops.maximum(
-                    parents, 1e-30)), -2) + em_log_likelihood(
-                        votes, means, variances)
+                # (b, y, x, c, 1) + (b, y, x, c, n): the E-step logits.
+                agreement = ops.expand_dims(ops.log_sigmoid(logits), -1) + (
+                    self._log_likelihood(votes, squares, means, variances))
                 couplings = self._normalise_over_reached_parents(agreement)
         if not keep_passes:
             passes = passes[-1:]
@@ -255,40 +264,86 @@ class ConvMatrixCaps(Router):
             couplings=[self._router_layout(c) for c, _, _, _ in passes],
             agreement=[self._router_layout(a) for _, a, _, _ in passes],
             parents=[self._outputs(m, a) for _, _, m, a in passes],
-            votes=ops.reshape(votes, (-1, self._num_rows(),
-                                      self.num_capsules, POSE_SIZE)))
+            votes=self._trace_votes(votes) if keep_passes else None)
 
     def _votes(self, poses):
-        """`(b, y, x, n, 16)` poses -> `(b, y, x, n, c, 16)` votes."""
+        """`(b, y, x, n, 16)` poses -> `(b, y, x, c, n, 16)` votes."""
         shape = ops.shape(poses)
         poses = ops.reshape(poses, (*shape[:-1], POSE_SIDE, POSE_SIDE))
         kernel = ops.reshape(
             capsule_ops.at_least_float32(ops.cast(self.kernel, poses.dtype)),
             (self._window_size, self.num_capsules, POSE_SIDE, POSE_SIDE))
         # pose_n @ kernel[n, c], with r, k, t the matrix indices.
-        votes = ops.einsum("byxnrk,nckt->byxncrt", poses, kernel)
-        return ops.reshape(votes, (*shape[:-1], self.num_capsules,
-                                   POSE_SIZE))
+        votes = ops.einsum("byxnrk,nckt->byxcnrt", poses, kernel)
+        return ops.reshape(votes, (*shape[:3], self.num_capsules,
+                                   self._window_size, POSE_SIZE))
+
+    def _m_step(self, votes, squares, weights, inverse_temperature):
+        """Procedure 1's M-step: means, variances, activation logits.
+
+        `weights` `(b, y, x, c, n)` are `r_ij = R_ij a_i`. The weighted
+        mean and variance are moments, `sum_i s_ij V_ij` and `sum_i s_ij
+        V_ij^2 - mu_j^2` with `s_ij = r_ij / sum_i r_ij`: two batched
+        matrix products over the window per parent instead of the
+        deviations `V - mu`. A parent without data (`sum_i r_ij = 0`) gets
+        mean 0 and variance `epsilon`, as `keras_caps.ops.em_m_step`, and
+        passes no gradient to its (inactive) children's activations.
+        """
+        has_data = ops.sum(weights, axis=-1) > _NO_DATA  # (b, y, x, c)
+        # A parent without data jumps to one child's vote (variance
+        # epsilon) as soon as a child turns on: no gradient flows there.
+        weights = ops.where(ops.expand_dims(has_data, -1), weights,
+                            ops.stop_gradient(weights))
+        amount = ops.sum(weights, axis=-1)
+        divisor = ops.where(has_data, amount, 1.0)
+        shares = ops.expand_dims(weights / ops.expand_dims(divisor, -1), -2)
+        # (b, y, x, c, 1, n) @ (b, y, x, c, n, h) -> (b, y, x, c, h)
+        means = ops.squeeze(ops.matmul(shares, votes), -2)
+        second = ops.squeeze(ops.matmul(shares, squares), -2)
+        total = ops.expand_dims(ops.sum(shares, axis=(-2, -1)), -1)  # 1 or 0
+        # sum_i s_ij (V_ij - mu_j)^2 = second - (2 - total) mu_j^2, >= 0
+        variances = ops.relu(second - (2.0 - total) * ops.square(means))
+        variances = variances + self.epsilon
+        # sum_h cost_h = (16 beta_u + 0.5 sum_h log sigma2_h) sum_i r_ij
+        cost = (POSE_SIZE * self.beta_u + 0.5 * ops.sum(
+            ops.log(variances), axis=-1)) * amount
+        logits = inverse_temperature * (self.beta_a - cost)  # (b, y, x, c)
+        return means, variances, logits
+
+    def _log_likelihood(self, votes, squares, means, variances):
+        """`sum_h log N(V_ijh; mu_jh, sigma2_jh)`, `(b, y, x, c, n)`.
+
+        Expanded as `V^2 / sigma2 - 2 V mu / sigma2 + mu^2 / sigma2`:
+        two matrix-vector products over the 16 pose entries per parent.
+        """
+        inverse = 1.0 / variances  # (b, y, x, c, h)
+        # (b, y, x, c, n, h) @ (b, y, x, c, h, 1) -> (b, y, x, c, n)
+        quadratic = ops.squeeze(ops.matmul(
+            squares, ops.expand_dims(inverse, -1)), -1) - 2.0 * ops.squeeze(
+                ops.matmul(votes, ops.expand_dims(means * inverse, -1)), -1)
+        constant = ops.sum(ops.square(means) * inverse + ops.log(
+            variances), axis=-1) + POSE_SIZE * _LOG_2PI  # (b, y, x, c)
+        return -0.5 * (quadratic + ops.expand_dims(constant, -1))
 
     def _normalise_over_reached_parents(self, logits):
         """Softmax of `logits / temperature` per child over all its parents.
 
-        `logits` `(b, y, x, n, c)`: a child lies in up to `K * K` windows
-        (rows n of several positions); its couplings over all of them and
-        all types sum to 1 (Gritzman, 2019, Section 3.3's pitfall). The
-        shift is each child's own maximum, so the largest term is
-        `exp(0) = 1` and the sum never underflows.
+        `logits` `(b, y, x, c, n)`: a child lies in up to `K * K` windows
+        (the n of several positions); its couplings over all of them and
+        all types sum to 1 (Gritzman's third pitfall). The shift is each
+        child's own maximum, so the largest term is `exp(0) = 1` and the
+        sum never underflows.
         """
-        window_max = ops.stop_gradient(ops.max(logits, axis=-1))  # (b,y,x,n)
+        window_max = ops.stop_gradient(ops.max(logits, axis=-2))  # (b,y,x,n)
         child_max = self._fold(window_max, ops.maximum, _LOWEST)  # (b,H,W,B)
         shifted = self.temper(
-            logits - ops.expand_dims(self._windows(child_max), -1))
-        exponentials = ops.exp(shifted)  # (b, y, x, n, c), <= 1
-        totals = self._fold(ops.sum(exponentials, axis=-1), ops.add, 0.0)
+            logits - ops.expand_dims(self._windows(child_max), -2))
+        exponentials = ops.exp(shifted)  # (b, y, x, c, n), <= 1
+        totals = self._fold(ops.sum(exponentials, axis=-2), ops.add, 0.0)
         # Uncovered children have no terms; 1 keeps their log finite.
         log_totals = ops.log(totals + self._uncovered)  # (b, H, W, B)
         return ops.exp(shifted - ops.expand_dims(
-            self._windows(log_totals), -1))
+            self._windows(log_totals), -2))
 
     # --- Window layout ---------------------------------------------------
 
@@ -340,16 +395,23 @@ class ConvMatrixCaps(Router):
             values = ops.pad(values, padding, constant_values=fill)
         return values
 
-    def _outputs(self, means, activations):
-        """`(b, y, x, c, 16)` and `(b, y, x, c)` -> `(b, y, x, c, 17)`."""
+    def _outputs(self, means, logits):
+        """`(b, y, x, c, 16)`, `(b, y, x, c)` logits -> `(b, y, x, c, 17)`."""
         capsules = ops.concatenate(
-            [means, ops.expand_dims(activations, -1)], axis=-1)
+            [means, ops.expand_dims(ops.sigmoid(logits), -1)], axis=-1)
         return ops.cast(capsules, self.compute_dtype)
 
     def _router_layout(self, couplings):
-        """`(b, y, x, n, c)` -> `(b, 1, y * x * n, c)`."""
+        """`(b, y, x, c, n)` -> `(b, 1, y * x * n, c)`."""
+        couplings = ops.transpose(couplings, (0, 1, 2, 4, 3))
         return ops.reshape(couplings,
                            (-1, 1, self._num_rows(), self.num_capsules))
+
+    def _trace_votes(self, votes):
+        """`(b, y, x, c, n, h)` -> `(b, y * x * n, c, h)`."""
+        votes = ops.transpose(votes, (0, 1, 2, 4, 3, 5))
+        return ops.reshape(votes, (-1, self._num_rows(), self.num_capsules,
+                                   POSE_SIZE))
 
     def _num_rows(self):
         return math.prod(self._out_grid) * self._window_size

@@ -111,10 +111,10 @@ def _route_example(capsules, kernel, beta_u, beta_a, windows, num_types,
             "couplings": history}
 
 
-# `keras_caps.ops.em_m_step` divides by the amount of data, but by no less
-# than this (so a parent without data gets mean 0, not 0 / 0): a parent
-# that the E-step starves shows it.
-MIN_DATA = 1e-3
+# A parent that receives no more data than this (all its children off)
+# gets mean 0 and variance epsilon instead of 0 / 0 (as
+# `keras_caps.ops.em_m_step` does); Procedure 1 as written otherwise.
+NO_DATA = 1e-20
 
 
 def _m_step(edges, assignments, activation, beta_u, beta_a,
@@ -127,10 +127,10 @@ def _m_step(edges, assignments, activation, beta_u, beta_a,
     parents = {}
     for (y, x, c), data in fed.items():
         amount = sum(weight for weight, _ in data)
-        mean = sum(weight * vote for weight, vote in data) / max(
-            amount, MIN_DATA)
-        variance = sum(weight * (vote - mean) ** 2 for weight, vote in data
-                       ) / max(amount, MIN_DATA) + epsilon
+        divisor = amount if amount > NO_DATA else 1.0
+        mean = sum(weight * vote for weight, vote in data) / divisor
+        variance = sum(weight * (vote - mean) ** 2
+                       for weight, vote in data) / divisor + epsilon
         cost = np.sum(beta_u[c] + 0.5 * np.log(variance)) * amount
         a = 1.0 / (1.0 + math.exp(-inverse_temperature * (beta_a[c] - cost)))
         parents[y, x, c] = (mean, variance, a)

@@ -113,7 +113,9 @@ class ConvMatrixCapsTest(TestCase):
         # transform entries plus beta_u and beta_a per parent type.
         layer = ConvMatrixCaps(32, kernel_size=3, strides=2)
         layer.build((None, 14, 14, 32, 17))
-        self.assertEqual(layer.count_params(), 147_456 + 64)
+        trainable = sum(int(np.prod(w.shape)) for w in layer.trainable_weights)
+        self.assertEqual(trainable, 147_456 + 64)
+        self.assertEqual(layer.count_params(), trainable + 1)  # temperature
         self.assertEqual(layer.compute_output_shape((None, 14, 14, 32, 17)),
                          (None, 6, 6, 32, 17))
 
