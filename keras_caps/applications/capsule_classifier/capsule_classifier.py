@@ -60,11 +60,23 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
       routing), 3 iterations.
     - `"attention"`: `AttentionRouting`, query-key-value attention routing
       in one pass with one head.
+    - `"em"`: `EMRouting`, 3 EM iterations (Hinton et al., 2018) on the
+      stem's primary capsules taken as activation capsules: each squashed
+      8-D capsule's length is its activation and the capsule itself its
+      pose, voting `u_i W_ij` (16-D) for every class; the data rescaled by
+      classes / primary capsules (Gritzman, 2019) and inverse temperatures
+      ramping to 0.01. Each class capsule is its mean vote's direction
+      scaled to its EM activation, so its length is the class activation.
+    - `"self_routing"`: `SelfRouting` (Hahn et al., 2019) on the same
+      activation capsules: per-capsule routing weights, no agreement, one
+      pass; each class capsule is its pose scaled to its activation (all
+      activations start at `1 / classes`, the routing weights being 0).
 
     Trainable parameters on MNIST without the decoder: 161,824
     (self_attention), 161,664 (dynamic), 161,696 (inverted_attention),
-    142,624 (vector), 161,793 (hybrid), 161,952 (attention); the stem and
-    primary capsules hold 141,184 of them.
+    142,624 (vector), 161,793 (hybrid), 161,952 (attention), 161,684 (em),
+    163,104 (self_routing); the stem and primary capsules hold 141,184 of
+    them.
 
     Args:
         dataset: str. `"mnist"`, `"fashion_mnist"`, `"smallnorb"` or
@@ -104,6 +116,8 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
     - [Tsai et al., 2020](https://arxiv.org/abs/2002.04764)
     - [Heinsen, 2022](https://arxiv.org/abs/2211.11754)
+    - [Hinton, Sabour & Frosst, 2018](https://openreview.net/forum?id=HJWLfGWRb)
+    - [Hahn, Pyeon & Kim, 2019](https://arxiv.org/abs/1905.10003)
     """
     check_choice("router", router, ROUTERS)
     spec = ROUTERS[router]

@@ -7,7 +7,9 @@ how the capsule head gets capsules whose lengths, in [0, 1), are the class
 scores of the margin loss:
 
 - `"squashed"`: used as they are (`FCCaps`, `DynamicRouting`,
-  `HybridRouting`, `AttentionRouting`).
+  `HybridRouting`, `AttentionRouting`; and `EMRouting` and `SelfRouting`,
+  whose vector outputs have the parent activation, in [0, 1], as their
+  length).
 - `"unsquashed"`: squashed by a `Squash` layer (`VectorRouting` with
   `normalize=False`).
 - `"layer_norm"`: each output capsule is LayerNormed, so its norm is about
@@ -122,6 +124,30 @@ def _attention(num_capsules, capsule_dim, num_inputs, options, name):
                                    name=name)
 
 
+def _em(num_capsules, capsule_dim, num_inputs, options, name):
+    # Vector capsules in (the stem's squashed primary capsules: their
+    # lengths are the activations, the votes u_i W_ij), and per class the
+    # direction of the mean vote scaled to the EM activation out, so the
+    # capsule length is the class activation. The data rescaled by
+    # parents / children (Gritzman 2019) and the inverse temperature 0.01
+    # keep the activations off the logistic's flat ends at the start.
+    return layers.EMRouting(
+        num_capsules, capsule_dim,
+        **{"input_kind": "vector", "output_kind": "vector",
+           "data_scale": "auto", "inverse_temperatures": 0.01, **options},
+        name=name)
+
+
+def _self_routing(num_capsules, capsule_dim, num_inputs, options, name):
+    # Vector capsules in (activation = length), and the parent pose scaled
+    # to its activation out, so the capsule length is the activation.
+    return layers.SelfRouting(
+        num_capsules, capsule_dim,
+        **{"input_format": "vectors", "output_format": "vectors",
+           **options},
+        name=name)
+
+
 ROUTERS = {
     "self_attention": RouterChoice(
         _self_attention, layers.FCCaps, outputs="squashed",
@@ -143,6 +169,14 @@ ROUTERS = {
     "attention": RouterChoice(
         _attention, layers.AttentionRouting, outputs="squashed",
         description="query-key-value attention routing, 1 pass, 1 head"),
+    "em": RouterChoice(
+        _em, layers.EMRouting, outputs="squashed",
+        description="EM routing (Hinton et al. 2018), 3 iterations; "
+        "lengths are the EM activations"),
+    "self_routing": RouterChoice(
+        _self_routing, layers.SelfRouting, outputs="squashed",
+        description="self-routing (Hahn et al. 2019), 1 pass; lengths are "
+        "the activations"),
 }
 
 
