@@ -44,7 +44,9 @@ class ConvSelfRouting(Router):
     With `padding="same"` the grid is padded with capsules of pose 0 and
     activation 0, which route nowhere (the authors pad their 3 x 3
     capsule convolutions by 1); the output has `ceil(H / strides)` rows,
-    the smaller half of the padding on top, as Keras' convolutions. With
+    the smaller half of the padding on top, as Keras' convolutions (so at
+    stride 2 on an even grid the window is shifted by one row and column
+    from the authors' symmetric padding of 1). With
     `padding="valid"` it has `(H - k) // strides + 1`.
 
     Input and output formats, initialisation and the handling of children

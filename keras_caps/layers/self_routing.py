@@ -53,10 +53,12 @@ class SelfRouting(Router):
     `a_out[j] * u_out[j] / sqrt(||u_out[j]||^2 + 1e-7)`, whose length
     is the activation, so `Length` reads it as the class score.
 
-    The routing weights start at zero (the authors' code), so every child
-    first splits itself evenly between the parents. The votes are never
-    materialised in a call: the weighted children are contracted with
-    `W_pose` in one matrix product per parent.
+    Poses are vectors of any size `d` and `W_pose[i, j]` is a full `z x d`
+    map per (child, parent), as in the authors' code (whose experiments use
+    16-entry poses). The routing weights start at zero (also the authors'
+    code), so every child first splits itself evenly between the parents.
+    The votes are never materialised in a call: the weighted children are
+    contracted with `W_pose` in one matrix product per parent.
 
     Zero activations: where the children's total activation `sum_i a[i]`
     is below `1e-4`, the division takes `1e-4` instead, so the parents'
