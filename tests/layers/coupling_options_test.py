@@ -16,8 +16,8 @@ from absl.testing import parameterized
 
 from keras_caps import layers
 from keras_caps.layers.router import COUPLINGS
+from keras_caps.ops import gumbel_noise
 from keras_caps.testing import TestCase
-from keras_caps.testing.test_case import value_and_gradients
 from tests.ops import sparse_couplings_reference as reference
 
 ROUTERS = {
@@ -117,40 +117,17 @@ class CouplingOptionsTest(TestCase):
         _, draw = layer(_children(), return_couplings=True, training=True)
         self.assertFalse(np.array_equal(_numpy(draw), couplings))
 
-    def test_gumbel_samples_follow_the_tempered_softmax(self):
+    def test_gumbel_samples_are_the_perturbed_argmax(self):
         layer = _router("attention", coupling="gumbel_softmax", seed=2)
         layer.temperature = TEMPERATURE
-        # One example repeated: the share of samples per parent.
-        children = np.repeat(_children(batch=1), 1500, axis=0)
-        _, samples = layer(children, return_couplings=True, training=True)
-        agreement = _numpy(layer.routing_trace(children[:1])["agreement"][0])
-        self.assertAllClose(
-            _numpy(samples).mean(axis=0),
-            reference.softmax(agreement[0] / TEMPERATURE, axis=-1),
-            atol=0.05)
-
-    def test_gumbel_gradient_is_straight_through(self):
-        layer = _router("attention", coupling="gumbel_softmax", seed=3)
-        names = [v.path for v in layer.trainable_variables]
-        # The queries act only through the couplings: a one-hot forward
-        # pass still gives them the soft sample's gradient in training.
-        _, gradients = value_and_gradients(layer, _children(),
-                                           training=True)
-        queries = gradients[1 + names.index(layer.parent_queries.path)]
-        self.assertGreater(np.abs(queries).max(), 1e-4)
-        self.assertAllFinite(gradients)
-
-    def test_gumbel_training_in_half_precision(self):
-        layer = _router("dynamic", coupling="gumbel_softmax", seed=0,
-                        dtype="mixed_float16")
-        layer.temperature = 1e-4
-        outputs, couplings = layer(_children(), return_couplings=True,
-                                   training=True)
-        self.assertAllFinite(_numpy(outputs))
-        self.assertAllClose(_numpy(couplings).sum(axis=3), 1.0, atol=0.0)
-        _, gradients = value_and_gradients(layer, _children(),
-                                           training=True)
-        self.assertAllFinite(gradients)
+        _, samples = layer(_children(), return_couplings=True, training=True)
+        agreement = _numpy(layer.routing_trace(_children())["agreement"][0])
+        # The layer's first draw: a fresh generator with the same seed.
+        noise = _numpy(gumbel_noise(agreement.shape,
+                                    seed=keras.random.SeedGenerator(2)))
+        np.testing.assert_array_equal(
+            _numpy(samples),
+            reference.one_hot_argmax(agreement / TEMPERATURE + noise, 3))
 
     def test_keras_round_trip_keeps_the_option(self):
         layer = _router("hybrid", coupling="gumbel_softmax",

@@ -170,6 +170,17 @@ class GumbelTest(TestCase):
         self.assertAllClose(hard_gradient, soft_gradient, atol=1e-6)
         self.assertGreater(np.abs(hard_gradient).max(), 1e-3)
 
+    def test_half_precision(self):
+        scores = keras.ops.cast(_scores(7), "float16")
+        sample = straight_through_gumbel_softmax(scores, seed=2)
+        self.assertEqual(keras.backend.standardize_dtype(sample.dtype),
+                         "float32")
+        self.assertAllClose(_numpy(sample).sum(axis=-1), 1.0, atol=0.0)
+        _, (gradient,) = function_gradients(
+            lambda x: straight_through_gumbel_softmax(x / 1e-3, seed=2),
+            scores)
+        self.assertAllFinite(gradient)
+
     def test_samples_follow_the_softmax(self):
         # Gumbel-max: index j with probability softmax(x)_j.
         logits = np.array([1.0, 0.0, -1.0, 0.5], "float32")
