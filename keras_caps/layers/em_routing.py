@@ -66,8 +66,9 @@ class EMRouting(Router):
       windows are centred). Children are ordered `(row, column, type)`.
     - `"vector"`, `(batch, N, d)`: vector capsules (e.g. squashed primary
       capsules of `CapsuleClassifier`): the activation is the vector's
-      length (clipped to 1), the votes `V_ij = u_i W_ij` have
-      `capsule_dim` entries (`W_ij` of shape `(d, capsule_dim)`).
+      length (clipped to 1) and the pose its direction, so the votes are
+      `V_ij = (u_i / |u_i|) W_ij`, of `capsule_dim` entries (`W_ij` of
+      shape `(d, capsule_dim)`).
 
     Outputs (`output_kind`, by default the input kind):
 
@@ -90,7 +91,12 @@ class EMRouting(Router):
     `data_scale` multiplies it (`1.0`, the default, is Procedure 1 as
     written; `"auto"` scales by `M / N`, so a parent's data is about 1 per
     unit of child activation, whatever the number of children, Gritzman's
-    rescaling); (3) parents compete for a child across positions: here
+    rescaling). With hundreds of children per parent, Procedure 1's cost
+    is hundreds of times `beta_u + log sigma` and the first activations
+    are all 0 or all 1, where the logistic has no gradient: use
+    `data_scale="auto"` there (e.g. 1152 squashed vector capsules into 10
+    classes start at activations 1.0 with `1.0` and about 0.93 with
+    `"auto"`); (3) parents compete for a child across positions: here
     every child reaches every parent, so `R` is normalised over all of
     them.
 
@@ -115,8 +121,12 @@ class EMRouting(Router):
         data_scale: float above 0 or `"auto"` (`M / N`). Multiplies the
             amount of data in the cost. Defaults to `1.0`.
         kernel_initializer: Initializer of the transforms. Defaults to
-            `RandomNormal(stddev=0.5)`, which keeps 4x4 votes at the scale
-            of the poses (each entry sums 4 products).
+            `RandomNormal(stddev=0.5)` for matrix inputs, which keeps 4x4
+            votes at the scale of the poses (each entry sums 4 products),
+            and `RandomNormal(stddev=1.0)` for vector inputs, which gives
+            unit-direction poses votes of unit scale. Votes of unit scale
+            keep `log sigma` near 0, so the first activations are not
+            saturated.
         kernel_regularizer: Regularizer for them. Defaults to `None`.
         kernel_constraint: Constraint for them. Defaults to `None`.
         temperature: float. Routing temperature, above 0. Defaults to
@@ -168,8 +178,10 @@ class EMRouting(Router):
                 "of matrix capsules). Received: coordinate_addition=True")
         super().__init__(num_capsules, capsule_dim, temperature=temperature,
                          **kwargs)
-        self.kernel_initializer = keras.initializers.get(
-            kernel_initializer or keras.initializers.RandomNormal(stddev=0.5))
+        if kernel_initializer is None:
+            kernel_initializer = keras.initializers.RandomNormal(
+                stddev=0.5 if input_kind == "matrix" else 1.0)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
         set_regularizers_and_constraints(
             self, kernel=(kernel_regularizer, kernel_constraint))
 
@@ -230,10 +242,12 @@ class EMRouting(Router):
         inputs = ops.cast(inputs, "float32")
         kernel = ops.cast(self.kernel, "float32")
         if self.input_kind == "vector":
+            # A vector capsule's pose is its direction, its activation its
+            # length: (b, N, 1)
+            lengths = capsule_ops.capsule_length(inputs)[..., None]
             # (b, N, d) x (N, d, M, P) -> (b, N, M, P)
-            votes = ops.einsum("bnd,ndmp->bnmp", inputs, kernel)
-            lengths = capsule_ops.capsule_length(inputs)
-            return votes, ops.clip(lengths, 0.0, 1.0)
+            votes = ops.einsum("bnd,ndmp->bnmp", inputs / lengths, kernel)
+            return votes, ops.clip(lengths[..., 0], 0.0, 1.0)
         poses = ops.reshape(inputs[..., :POSE_SIZE],
                             (*ops.shape(inputs)[:-1], POSE_SIDE, POSE_SIDE))
         activations = ops.clip(inputs[..., POSE_SIZE], 0.0, 1.0)

@@ -139,8 +139,10 @@ class EMRoutingLayerTest(TestCase):
         kernel, beta_u, beta_a = _set_weights(layer, rng)
         outputs = _numpy(layer(u))
         for b in range(2):
-            votes = np.einsum("nd,ndmp->nmp", u[b], kernel)
-            lengths = np.minimum(np.linalg.norm(u[b], axis=-1), 1.0)
+            norms = np.linalg.norm(u[b], axis=-1)
+            # The pose is the direction, the activation the length.
+            votes = np.einsum("nd,ndmp->nmp", u[b] / norms[:, None], kernel)
+            lengths = np.minimum(norms, 1.0)
             last = reference.em_routing(votes, lengths, beta_u, beta_a,
                                         (0.5, 1.0), 1e-4)[-1]
             directions = last["means"] / np.linalg.norm(
