@@ -170,12 +170,6 @@ def _numpy(value):
     return np.asarray(keras.ops.convert_to_numpy(value), dtype="float64")
 
 
-def _softmax(logits, axis):
-    shifted = logits - logits.max(axis=axis, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=axis, keepdims=True)
-
-
 def _axis(layer):
     return {"parents": 3, "children": 2}[layer.normalization_axis]
 
