@@ -244,7 +244,8 @@ class ConvMatrixCaps(Router):
         votes = self._votes(windows[..., :POSE_SIZE])  # (b, y, x, c, n, h)
         squares = ops.square(votes)
         # (b, y, x, c, n): the uniform first pass and its zero logits.
-        couplings = ops.zeros_like(votes[..., 0]) + self._uniform
+        couplings = ops.zeros_like(votes[..., 0]) + ops.convert_to_tensor(
+            self._uniform)
         agreement = ops.zeros_like(couplings)
         passes = []
         for step, inverse_temperature in enumerate(self.inverse_temperatures):
@@ -341,7 +342,8 @@ class ConvMatrixCaps(Router):
         exponentials = ops.exp(shifted)  # (b, y, x, c, n), <= 1
         totals = self._fold(ops.sum(exponentials, axis=-2), ops.add, 0.0)
         # Uncovered children have no terms; 1 keeps their log finite.
-        log_totals = ops.log(totals + self._uncovered)  # (b, H, W, B)
+        log_totals = ops.log(totals + ops.convert_to_tensor(
+            self._uncovered))  # (b, H, W, B)
         return ops.exp(shifted - ops.expand_dims(
             self._windows(log_totals), -2))
 
