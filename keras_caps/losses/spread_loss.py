@@ -154,9 +154,9 @@ class SpreadLoss(keras.losses.Loss):
     >>> loss = keras_caps.losses.SpreadLoss(margin=0.2)
     >>> round(float(loss(np.array([1]), np.array([[0.5, 0.6, 0.1]]))), 4)
     0.01
-    >>> loss.margin = 0.9
+    >>> loss.margin = 0.9  # (0.9 - 0.1)**2 + (0.9 - 0.5)**2
     >>> round(float(loss(np.array([1]), np.array([[0.5, 0.6, 0.1]]))), 4)
-    0.64
+    0.8
 
     Reference:
     - [Hinton, Sabour & Frosst, 2018](https://openreview.net/forum?id=HJWLfGWRb)
