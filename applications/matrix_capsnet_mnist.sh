@@ -4,7 +4,10 @@
 # C = D = 16; "68K" parameters and 2.2 % test error on smallNORB), here on
 # 28x28 digits: grids 12x12 -> 5x5 -> 3x3, 68,444 trainable parameters.
 # Paper: no MNIST number for this model.
-# Ours:  RESULT_PLACEHOLDER
+# Ours:  84.8 % test error after a 150-step budget run (1 epoch of 150
+#   batches of 32 = 4,800 images, margin 0.2 throughout, holdout selection;
+#   37 min wall on a shared 2-core CPU): it had not started to learn
+#   (validation accuracy 15.5 %), so this is not a result yet.
 # Each image standardised in the model, no augmentation, 3 EM iterations,
 # spread loss with the margin rising linearly from 0.2 to 0.9 over the
 # epochs; Adam 3e-3 decaying by 0.96 per epoch to 1e-5 (our choice), batch
