@@ -83,6 +83,11 @@ def test_the_guides_two_steps_make_a_router(tmp_path):
     _copy_with_the_guides_router(tmp_path)
     shutil.copy(REPO / "tests" / "layers" / "router_contract_test.py",
                 tmp_path / "router_contract_test.py")
+    # The contract's NumPy couplings (the `coupling` options).
+    for path in ("tests/__init__.py", "tests/ops/__init__.py",
+                 "tests/ops/sparse_couplings_reference.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / path, tmp_path / path)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     contract = _run([sys.executable, "-m", "pytest", "-q", "-p",
                      "no:cacheprovider", "-k", "CosineRouting",
