@@ -107,8 +107,6 @@ class MatrixCapsNetTest(TestCase):
             "initial_margin": 0.2, "final_margin": 0.9, "ramp_epochs": 30})
         self.assertEqual(MATRIX_CAPSNET.dataset_options("smallnorb"),
                          {"preset": "matrix_capsules"})
-        self.assertTrue(MatrixCapsNet("mnist", **{
-            **SMALL, "jit_compile": "auto"}).jit_compile)
 
     @parameterized.named_parameters(
         ("too_small", {"input_shape": (16, 16, 1)}, "at least 17"),
