@@ -290,11 +290,15 @@ def em_log_likelihood(votes, means, variances):
     -0.9189
     """
     votes, means, variances = _wide(votes), _wide(means), _wide(variances)
+    # (..., 1, M): the normalising terms, summed over the pose entries once
+    log_norm = ops.expand_dims(
+        ops.sum(ops.log(variances), axis=-1) + votes.shape[-1] * _LOG_2PI,
+        -2)
     means = ops.expand_dims(means, -3)  # (..., 1, M, P)
     variances = ops.expand_dims(variances, -3)
-    log_density = ops.log(variances) + _LOG_2PI + (
-        ops.square(votes - means) / variances)
-    return -0.5 * ops.sum(log_density, axis=-1)
+    # (..., N, M)
+    distances = ops.sum(ops.square(votes - means) / variances, axis=-1)
+    return -0.5 * (distances + log_norm)
 
 
 @keras_caps_export("keras_caps.ops.fully_connected_em_routing")
