@@ -24,8 +24,6 @@ from keras_caps.validation import set_regularizers_and_constraints
 # logistic activation.
 POSE_SIDE = 4
 CAPSULE_SIZE = MATRIX_CAPSULE_SIZE
-# The float32 fill of the max-fold where an offset misses a child.
-_LOWEST = float(np.finfo("float32").min)
 # A parent with at most this much data has none (keras_caps.ops.em_m_step's
 # rule: it divides by 1 instead of 0).
 _NO_DATA = 1e-20
@@ -79,8 +77,8 @@ class ConvMatrixCaps(Router):
        normalises `R_ij` over **all** the parents a child reaches, across
        output positions and types, not within one window: the per-window
        log-sum-exp is folded back onto the child grid (the adjoint of the
-       window extraction: one strided pad per kernel offset), shifted by
-       each child's maximum, and read back per window. Memory stays
+       window extraction, a gather: a segment sum over the grid cells),
+       shifted by each child's maximum, and read back per window. Memory stays
        linear in the batch size and the grid area; no children x parents
        tensor over the whole grid is built. The first, uniform pass gives
        each child `1 / (n_i C)` for its `n_i` windows.
@@ -206,6 +204,10 @@ class ConvMatrixCaps(Router):
         uniform = 1.0 / (np.maximum(counts, 1.0) * self.num_capsules)
         self._uniform = self._windows_numpy(
             np.broadcast_to(uniform, (height, width, num_types)))[:, :, None]
+        # The grid cell (row-major) of each window entry: (H' W' K K,).
+        self._cells = self._windows_numpy(np.arange(
+            height * width).reshape(height, width, 1)).reshape(-1).astype(
+                "int32")
         self.input_spec = keras.InputSpec(
             ndim=5, axes={1: height, 2: width, 3: num_types,
                           4: CAPSULE_SIZE})
@@ -336,11 +338,11 @@ class ConvMatrixCaps(Router):
         sum never underflows.
         """
         window_max = ops.stop_gradient(ops.max(logits, axis=-2))  # (b,y,x,n)
-        child_max = self._fold(window_max, ops.maximum, _LOWEST)  # (b,H,W,B)
+        child_max = self._fold(window_max, ops.segment_max)  # (b, H, W, B)
         shifted = self.temper(
             logits - ops.expand_dims(self._windows(child_max), -2))
         exponentials = ops.exp(shifted)  # (b, y, x, c, n), <= 1
-        totals = self._fold(ops.sum(exponentials, axis=-2), ops.add, 0.0)
+        totals = self._fold(ops.sum(exponentials, axis=-2), ops.segment_sum)
         # Uncovered children have no terms; 1 keeps their log finite.
         log_totals = ops.log(totals + ops.convert_to_tensor(
             self._uncovered))  # (b, H, W, B)
@@ -350,52 +352,28 @@ class ConvMatrixCaps(Router):
     # --- Window layout ---------------------------------------------------
 
     def _windows(self, grid):
-        """`(b, H, W, B, ...)` -> `(b, H', W', K * K * B, ...)`."""
-        kernel_h, kernel_w = self.kernel_size
-        slices = [grid[:, self._offset_rows(p), self._offset_columns(q)]
-                  for p in range(kernel_h) for q in range(kernel_w)]
-        windows = ops.stack(slices, axis=3)  # (b, H', W', K * K, B, ...)
-        shape = ops.shape(windows)
-        return ops.reshape(windows, (*shape[:3], self._window_size,
-                                     *shape[5:]))
+        """`(b, H, W, B, ...)` -> `(b, H', W', K * K * B, ...)`: one gather."""
+        shape = ops.shape(grid)
+        grid = ops.reshape(grid, (-1, shape[1] * shape[2], *shape[3:]))
+        # (b, H' * W' * K * K, B, ...): each window's grid cells.
+        windows = ops.take(grid, ops.convert_to_tensor(self._cells), axis=1)
+        return ops.reshape(windows, (-1, *self._out_grid, self._window_size,
+                                     *shape[4:]))
 
-    def _fold(self, values, combine, fill):
+    def _fold(self, values, segment_op):
         """`_windows`' adjoint: `(b, H', W', K * K * B)` -> `(b, H, W, B)`.
 
-        Each kernel offset's values are spread onto the child grid at the
-        stride (`fill` between and around them) and combined (`ops.add`
-        for sums, `ops.maximum` for maxima).
+        `segment_op` (`ops.segment_sum` or `ops.segment_max`) combines the
+        entries of each grid cell over the windows that hold it; a cell in
+        no window gets the op's empty value (0, or the lowest number).
         """
-        kernel_h, kernel_w = self.kernel_size
-        values = ops.reshape(values, (-1, *self._out_grid, kernel_h,
-                                      kernel_w, self._num_types))
-        folded = None
-        for p in range(kernel_h):
-            for q in range(kernel_w):
-                placed = self._place(values[:, :, :, p, q], p, q, fill)
-                folded = placed if folded is None else combine(folded, placed)
-        return folded
-
-    def _place(self, values, p, q, fill):
-        """`(b, H', W', B)` at rows `p + s y`, columns `q + s x` of the grid."""
-        for axis, offset in ((1, p), (2, q)):
-            stride = self.strides[axis - 1]
-            size = self._out_grid[axis - 1]
-            if stride > 1:
-                # Interleave stride - 1 fill rows (or columns) after each.
-                gaps = ops.full_like(values, fill)
-                values = ops.stack([values] + [gaps] * (stride - 1),
-                                   axis=axis + 1)
-                shape = ops.shape(values)
-                values = ops.reshape(values, (
-                    *shape[:axis], size * stride, *shape[axis + 2:]))
-                values = values[:, :stride * (size - 1) + 1] if axis == 1 \
-                    else values[:, :, :stride * (size - 1) + 1]
-            padding = [(0, 0)] * 4
-            extent = stride * (size - 1) + 1
-            padding[axis] = (offset, self._grid[axis - 1] - offset - extent)
-            values = ops.pad(values, padding, constant_values=fill)
-        return values
+        values = ops.reshape(values, (-1, len(self._cells), self._num_types))
+        # (H' * W' * K * K, b, B) -> (H * W, b, B): segments on axis 0.
+        folded = segment_op(ops.transpose(values, (1, 0, 2)),
+                            ops.convert_to_tensor(self._cells),
+                            num_segments=math.prod(self._grid))
+        folded = ops.transpose(folded, (1, 0, 2))
+        return ops.reshape(folded, (-1, *self._grid, self._num_types))
 
     def _outputs(self, means, logits):
         """`(b, y, x, c, 16)`, `(b, y, x, c)` logits -> `(b, y, x, c, 17)`."""
