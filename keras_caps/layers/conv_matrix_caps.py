@@ -58,9 +58,17 @@ class ConvMatrixCaps(Router):
     ```
 
     The parent's pose is `mu_j` (4 x 4), its activation `a_j`. The maths
-    runs in float32 and the log domain (`keras_caps.ops.em_m_step` and
-    `em_log_likelihood`), so it stays finite under `mixed_float16` and
-    `mixed_bfloat16` and for children whose activation is 0.
+    is that of `keras_caps.ops.em_m_step` and `em_log_likelihood` (same
+    epsilon, same rule for a parent without data), computed per parent
+    over its window as batched matrix products: the weighted mean and
+    variance as first and second moments, the log density's quadratic
+    term expanded (`V^2 / sigma2 - 2 V mu / sigma2 + mu^2 / sigma2`), so
+    no `votes - mean` tensor is built. It runs in float32 and the log
+    domain (`log a_j` is the log-sigmoid of the activation's logit), so
+    it stays finite under `mixed_float16` and `mixed_bfloat16` and for
+    children whose activation is 0; the moments lose float32 precision
+    only for a variance far below the squared mean (below `epsilon`'s
+    scale for votes of unit size).
 
     Gritzman (2019, arXiv 1907.00652) names three pitfalls of the paper's
     procedure; here:
@@ -71,8 +79,8 @@ class ConvMatrixCaps(Router):
     2. *Normalising the amount of data assigned to a parent*: not
        rescaled; the cost is multiplied by `sum_i r_ij` as in Procedure 1
        (a parent of a larger window pays a larger cost, which `beta_u`,
-       `beta_a` and the inverse temperatures absorb). What
-       `keras_caps.ops.em_m_step` does is what this layer does.
+       `beta_a` and the inverse temperatures absorb), as
+       `keras_caps.ops.em_m_step` with its default `data_scale=1`.
     3. *Parents at different positions compete for a child*: the E-step
        normalises `R_ij` over **all** the parents a child reaches, across
        output positions and types, not within one window: the per-window
