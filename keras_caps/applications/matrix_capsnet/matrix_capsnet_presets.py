@@ -21,8 +21,7 @@ capsule's mean activation is above 0.99 and every class activation is
 1.000 (so the spread loss has no gradient).
 
 `vote_kernel_stddev` is the vote transforms' initial standard deviation
-(the layers' default, 0.5) and `class_inverse_temperature` the class
-layer's final `lambda`.
+(the layers' default, 0.5).
 
 The MNIST preset routes with 2 EM iterations instead of the paper's 3
 (yl-1993/Matrix-Capsules-EM-PyTorch reports 99.1 % on MNIST with 2
