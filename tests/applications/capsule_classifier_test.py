@@ -172,7 +172,8 @@ class CapsuleClassifierTest(TestCase):
             model.predict(images, verbose=0), atol=1e-6)
 
     @parameterized.named_parameters(
-        ("router", {"router": "em"}, ValueError, "`router`.*dynamic"),
+        ("router", {"router": "no_such_router"}, ValueError,
+         "`router`.*dynamic"),
         ("options", {"router": "dynamic",
                      "router_options": {"iterations": 3}}, ValueError,
          "Unknown `router_options` for router 'dynamic'.*iterations"),

@@ -302,8 +302,8 @@ class CompareTest(TestCase):
     def test_bad_input(self):
         output_dir = os.path.join(self.get_temp_dir(), "unused")
         cases = [
-            (dict(routers=["dynamic", "em"]), ValueError,
-             r"Unknown routers \['em'\]"),
+            (dict(routers=["dynamic", "no_such_router"]), ValueError,
+             r"Unknown routers \['no_such_router'\]"),
             (dict(routers=["dynamic", "dynamic"]), ValueError,
              r"Duplicate routers \['dynamic'\]"),
             (dict(routers=[]), ValueError, "at least one router"),
@@ -409,7 +409,8 @@ class CompareCommandTest(TestCase):
         output_dir = os.path.join(self.get_temp_dir(), "unused")
         for flags, message in (
                 (["--routers", "dynamic,dynamic"], "Duplicate routers"),
-                (["--routers", "dynamic,em"], r"Unknown routers \['em'\]"),
+                (["--routers", "dynamic,no_such_router"],
+                 r"Unknown routers \['no_such_router'\]"),
                 (["--seeds", ","], "at least one seed"),
                 (["--pixel-corruption", "1.2"], r"pixels severity"),
                 (["--dataset", "smallnorb", "--affine"], "stereo pairs")):
