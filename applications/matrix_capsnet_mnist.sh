@@ -7,7 +7,8 @@
 # Ours:  with 3 EM iterations 84.8 % test error after a 150-step budget run:
 #   it had not started to learn. With the preset's 2 iterations (see
 #   keras_caps/applications/matrix_capsnet/matrix_capsnet_presets.py) 60.9 %
-#   holdout accuracy after 60 steps; a 500-step budget run is pending.
+#   accuracy on 256 fixed test digits after 60 steps (a diagnostic run); a
+#   500-step run was stopped before its evaluation: no test number yet.
 # Each image standardised in the model, no augmentation, 2 EM iterations,
 # spread loss with the margin rising linearly from 0.2 to 0.9 over the
 # epochs; Adam 3e-3 decaying by 0.96 per epoch to 1e-5 (our choice), batch
