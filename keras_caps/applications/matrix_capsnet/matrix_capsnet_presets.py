@@ -27,8 +27,10 @@ The MNIST preset routes with 2 EM iterations instead of the paper's 3
 (yl-1993/Matrix-Capsules-EM-PyTorch reports 99.1 % on MNIST with 2
 iterations against 97.5 % with 3 for this network). With 3, it does not
 learn: 15.5 % holdout accuracy after 150 steps of batch 32. Measured on
-MNIST (batch 32, holdout accuracy on 256 test digits after 20, 40 and 60
-steps, one seed):
+MNIST (batch 32, accuracy on 256 fixed test digits after 20, 40 and 60
+steps, one seed; a diagnostic, not a protocol: the choice of 2 iterations
+was read off test digits and is still to be confirmed on a holdout of the
+training data):
 
 ```
 3 iterations (the smallNORB settings)                  13.3  16.8  13.7 %
