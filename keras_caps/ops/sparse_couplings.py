@@ -48,7 +48,7 @@ def sparsemax(x, axis=-1):
     Example:
 
     >>> p = keras_caps.ops.sparsemax(np.array([[1.0, 0.8, -1.0]]))
-    >>> np.round(keras.ops.convert_to_numpy(p), 4).tolist()
+    >>> np.round(keras.ops.convert_to_numpy(p).astype("float64"), 4).tolist()
     [[0.6, 0.4, 0.0]]
 
     Reference:
@@ -100,7 +100,7 @@ def entmax15(x, axis=-1):
     Example:
 
     >>> p = keras_caps.ops.entmax15(np.array([[1.0, 0.0, -4.0]]))
-    >>> np.round(keras.ops.convert_to_numpy(p), 4).tolist()
+    >>> np.round(keras.ops.convert_to_numpy(p).astype("float64"), 4).tolist()
     [[0.8307, 0.1693, 0.0]]
 
     Reference:
