@@ -12,6 +12,7 @@ from keras_caps.layers.routing_pass import RoutingPasses
 from keras_caps.ops import capsule_ops
 from keras_caps.ops.em_routing import DEFAULT_EPSILON
 from keras_caps.ops.em_routing import MATRIX_CAPSULE_SIZE
+from keras_caps.ops.em_routing import NO_DATA
 from keras_caps.ops.em_routing import POSE_SIZE
 from keras_caps.ops.em_routing import em_inverse_temperatures
 from keras_caps.validation import check_int_pair
@@ -24,9 +25,6 @@ from keras_caps.validation import set_regularizers_and_constraints
 # logistic activation.
 POSE_SIDE = 4
 CAPSULE_SIZE = MATRIX_CAPSULE_SIZE
-# A parent with at most this much data has none (keras_caps.ops.em_m_step's
-# rule: it divides by 1 instead of 0).
-_NO_DATA = 1e-20
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -300,7 +298,7 @@ class ConvMatrixCaps(Router):
         mean 0 and variance `epsilon`, as `keras_caps.ops.em_m_step`, and
         passes no gradient to its (inactive) children's activations.
         """
-        has_data = ops.sum(weights, axis=-1) > _NO_DATA  # (b, y, x, c)
+        has_data = ops.sum(weights, axis=-1) > NO_DATA  # (b, y, x, c)
         # A parent without data jumps to one child's vote (variance
         # epsilon) as soon as a child turns on: no gradient flows there.
         weights = ops.where(ops.expand_dims(has_data, -1), weights,

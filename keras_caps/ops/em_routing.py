@@ -64,7 +64,7 @@ DEFAULT_EPSILON = 1e-4
 # instead: mean 0 and variance `epsilon` rather than 0 / 0, and gradients
 # bounded by the votes, finite even once cast to float16. Every parent with
 # more data gets Procedure 1 exactly.
-_NO_DATA = 1e-20
+NO_DATA = 1e-20
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -197,7 +197,7 @@ def _m_step(votes, weights, beta_u, beta_a, inverse_temperature, epsilon,
     # (..., N, M) -> (..., M): the amount of data each parent receives.
     amount = ops.sum(weights, axis=-2)
     # (..., N, M, 1): each child's share of its parent's data.
-    divisor = ops.where(amount > _NO_DATA, amount, 1.0)
+    divisor = ops.where(amount > NO_DATA, amount, 1.0)
     share = ops.expand_dims(weights / ops.expand_dims(divisor, -2), -1)
     means = ops.sum(share * votes, axis=-3)  # (..., M, P)
     deviations = votes - ops.expand_dims(means, -3)  # (..., N, M, P)
