@@ -9,37 +9,62 @@ from keras_caps import visualization
 from keras_caps.testing import TestCase
 from tests.visualization import tiny_models
 
-# A tiny model for each routing layer (`Router`) of the package;
-# `test_every_routing_layer_is_covered` fails when a new one is added
-# without an entry here.
-_CHILDREN = {"inputs": (6, 4)}  # 6 child capsules of dimension 4
+# A tiny model for each routing layer (`Router`) of the package, with the
+# shape of one example; `test_every_routing_layer_is_covered` fails when a
+# new one is added without an entry here.
+_VECTORS = (6, 4)  # 6 child capsules of dimension 4
+_WITH_ACTIVATIONS = (6, 5)  # 6 child capsules: 4-D pose, activation
+_MATRICES = (6, 17)  # 6 matrix capsules: 4x4 pose, activation
+_MATRIX_MAP = (5, 5, 2, 17)  # 5x5 map of 2 matrix capsule types
+_ACTIVATION_MAP = (5, 5, 2, 5)  # 5x5 map of 2 types: 4-D pose, activation
 
 
-def _fully_connected(make_layer):
+def _routing_model(input_shape, make_layer):
     def build():
         keras.utils.set_random_seed(1)
-        children = keras.Input(_CHILDREN["inputs"], name="capsules")
-        parents = make_layer()(children)
-        return keras.Model(children, layers.Length(name="length")(parents))
-    return build
+        children = keras.Input(input_shape, name="capsules")
+        return keras.Model(children, make_layer()(children))
+    return build, input_shape
 
 
 _ROUTING_MODELS = {
-    "FCCaps": _fully_connected(
-        lambda: layers.FCCaps(3, 4, name="routing")),
-    "DynamicRouting": _fully_connected(
-        lambda: layers.DynamicRouting(3, 4, name="routing")),
-    "InvertedAttentionRouting": _fully_connected(
+    "FCCaps": _routing_model(
+        _VECTORS, lambda: layers.FCCaps(3, 4, name="routing")),
+    "DynamicRouting": _routing_model(
+        _VECTORS, lambda: layers.DynamicRouting(3, 4, name="routing")),
+    "InvertedAttentionRouting": _routing_model(
+        _VECTORS,
         lambda: layers.InvertedAttentionRouting(3, 4, name="routing")),
-    "HybridRouting": _fully_connected(
+    "HybridRouting": _routing_model(
+        _VECTORS,
         lambda: layers.HybridRouting(3, 4, attention="concat",
                                      attention_weight=0.5, name="routing")),
-    "VectorRouting": _fully_connected(
-        lambda: layers.VectorRouting(3, 4, name="routing")),
-    "AttentionRouting": _fully_connected(
+    "VectorRouting": _routing_model(
+        _VECTORS, lambda: layers.VectorRouting(3, 4, name="routing")),
+    "AttentionRouting": _routing_model(
+        _VECTORS,
         lambda: layers.AttentionRouting(3, 4, num_heads=2, key_dim=2,
                                         name="routing")),
+    "EMRouting": _routing_model(
+        _MATRICES, lambda: layers.EMRouting(3, name="routing")),
+    "SelfRouting": _routing_model(
+        _WITH_ACTIVATIONS,
+        lambda: layers.SelfRouting(3, 4, name="routing")),
+    "ConvMatrixCaps": _routing_model(
+        _MATRIX_MAP,
+        lambda: layers.ConvMatrixCaps(3, kernel_size=3, name="routing")),
+    "ConvSelfRouting": _routing_model(
+        _ACTIVATION_MAP,
+        lambda: layers.ConvSelfRouting(3, 4, kernel_size=3,
+                                       padding="valid", name="routing")),
 }
+
+
+def _example(input_shape):
+    """Children with positive activations in the last entry."""
+    example = np.random.default_rng(0).normal(size=input_shape)
+    example[..., -1] = np.abs(example[..., -1]) / 3.0 + 0.1
+    return example.astype("float32")
 
 
 def _parents_by_children(couplings):
@@ -66,9 +91,9 @@ class RoutingMapsTest(TestCase):
     @parameterized.named_parameters(
         (name, name) for name in _routing_classes())
     def test_heatmap_is_the_layers_couplings(self, name):
-        model = _ROUTING_MODELS[name]()
-        inputs = np.random.default_rng(0).normal(
-            size=_CHILDREN["inputs"]).astype("float32")
+        build, input_shape = _ROUTING_MODELS[name]
+        model = build()
+        inputs = _example(input_shape)
         self.assertEqual(visualization.routing_layer_names(model),
                          ["routing"])
         figure = visualization.plot_routing_maps(model, inputs)
@@ -78,11 +103,22 @@ class RoutingMapsTest(TestCase):
         # By hand: the layer on the input, asking for its couplings.
         layer = model.get_layer("routing")
         _, couplings = layer(inputs[None], return_couplings=True)
+        expected = _parents_by_children(couplings)[0]
+        grid = layer.couplings_grid((1, *input_shape))
+        if grid is not None:  # the middle output position's window
+            rows, columns = grid
+            middle = (rows // 2) * columns + columns // 2
+            expected = expected.reshape(3, rows * columns, -1)[:, middle]
         shown = figure.axes[0].images[0].get_array()
-        self.assertEqual(shown.shape, (3, 6))  # parents x children
-        self.assertAllClose(shown, _parents_by_children(couplings)[0],
-                            atol=1e-6)
-        self.assertAllClose(shown.sum(axis=0), np.ones(6), atol=1e-5)
+        self.assertEqual(shown.shape, expected.shape)
+        self.assertEqual(shown.shape[0], 3)  # parents down
+        self.assertAllClose(shown, expected, atol=1e-6)
+        # Each child splits at most its whole vote (ConvMatrixCaps splits
+        # it over every window it lies in), all of it when fully connected.
+        column_sums = shown.sum(axis=0)
+        self.assertTrue(np.all(column_sums <= 1.0 + 1e-5), column_sums)
+        if grid is None:
+            self.assertAllClose(column_sums, np.ones(6), atol=1e-5)
 
     def test_efficient_capsnet_style_model(self):
         for routing in ("fc_caps", "dynamic_routing", "attention_routing"):
