@@ -17,8 +17,17 @@ from keras_caps.applications.capsnet import CapsNet
 from keras_caps.applications.capsule_classifier import CAPSULE_CLASSIFIER
 from keras_caps.applications.capsule_classifier import CAPSULE_CLASSIFIERS
 from keras_caps.applications.capsule_classifier import CNN_BASELINE
+from keras_caps.applications.capsule_classifier import POSITION_CNN
+from keras_caps.applications.capsule_classifier import SABOUR_BASELINE_CNN
+from keras_caps.applications.capsule_classifier import (
+    SABOUR_BASELINE_CNN_PRESETS,
+)
+from keras_caps.applications.capsule_classifier import VECTOR_CNN
 from keras_caps.applications.capsule_classifier import CapsuleClassifier
 from keras_caps.applications.capsule_classifier import CNNBaseline
+from keras_caps.applications.capsule_classifier import PositionCNN
+from keras_caps.applications.capsule_classifier import SabourBaselineCNN
+from keras_caps.applications.capsule_classifier import VectorCNN
 from keras_caps.applications.efficient_capsnet import EFFICIENT_CAPSNET
 from keras_caps.applications.efficient_capsnet import EFFICIENT_CAPSNET_PRESETS
 from keras_caps.applications.efficient_capsnet import EfficientCapsNet

@@ -12,6 +12,9 @@ from keras_caps.applications import CNN_BASELINE
 from keras_caps.applications import EFFICIENT_CAPSNET
 from keras_caps.applications import INVERTED_ATTENTION_CAPSNET
 from keras_caps.applications import MATRIX_CAPSNET
+from keras_caps.applications import POSITION_CNN
+from keras_caps.applications import SABOUR_BASELINE_CNN
+from keras_caps.applications import VECTOR_CNN
 from keras_caps.applications import VECTOR_ROUTING_CAPSNET
 from keras_caps.applications import ModelFamily
 
@@ -28,6 +31,12 @@ MODELS = {
     **{f"capsule_classifier_{router}": family
        for router, family in CAPSULE_CLASSIFIERS.items()},
     "cnn_baseline": CNN_BASELINE,
+    # The controls of `keras-caps compare`: the CNN ladder's steps 1 (the
+    # map seen per position) and 2-3 (squashed class vectors, margin
+    # loss; the decoder with --reconstruction), and Sabour et al.'s CNN.
+    "cnn_positions": POSITION_CNN,
+    "cnn_vectors": VECTOR_CNN,
+    "sabour_baseline_cnn": SABOUR_BASELINE_CNN,
 }
 
 

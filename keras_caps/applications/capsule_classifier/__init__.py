@@ -1,4 +1,6 @@
-"""`CapsuleClassifier` (one stem, any router) and its `CNNBaseline`."""
+"""`CapsuleClassifier` (one stem, any router), its `CNNBaseline` and the
+controls: the CNN ladder (`PositionCNN`, `VectorCNN`) and
+`SabourBaselineCNN`."""
 
 from keras_caps.applications.capsule_classifier.capsule_classifier import (
     CAPSULE_CLASSIFIER,
@@ -14,6 +16,19 @@ from keras_caps.applications.capsule_classifier.capsule_classifier_presets impor
 )
 from keras_caps.applications.capsule_classifier.cnn_baseline import CNN_BASELINE
 from keras_caps.applications.capsule_classifier.cnn_baseline import CNNBaseline
+from keras_caps.applications.capsule_classifier.position_cnn import POSITION_CNN
+from keras_caps.applications.capsule_classifier.position_cnn import PositionCNN
 from keras_caps.applications.capsule_classifier.routers import ROUTERS
 from keras_caps.applications.capsule_classifier.routers import Router
 from keras_caps.applications.capsule_classifier.routers import RouterChoice
+from keras_caps.applications.capsule_classifier.sabour_baseline_cnn import (
+    SABOUR_BASELINE_CNN,
+)
+from keras_caps.applications.capsule_classifier.sabour_baseline_cnn import (
+    SABOUR_BASELINE_CNN_PRESETS,
+)
+from keras_caps.applications.capsule_classifier.sabour_baseline_cnn import (
+    SabourBaselineCNN,
+)
+from keras_caps.applications.capsule_classifier.vector_cnn import VECTOR_CNN
+from keras_caps.applications.capsule_classifier.vector_cnn import VectorCNN

@@ -49,6 +49,11 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
 
     - `"self_attention"`: `FCCaps`; the model is Efficient-CapsNet.
     - `"dynamic"`: `DynamicRouting`, 3 iterations (Sabour et al., 2017).
+    - `"uniform"`: no routing, the control that isolates it: the votes
+      `u_i W_ij` of `"dynamic"` summed with uniform couplings
+      `c_ij = 1 / classes` and squashed, `DynamicRouting` with one
+      iteration (Sabour et al., 2017, Procedure 1 without the agreement
+      update); 161,664 parameters, as `"dynamic"`.
     - `"inverted_attention"`: `InvertedAttentionRouting` with vector poses,
       2 passes (Tsai et al., 2020); its LayerNormed outputs are scaled by
       `1 / sqrt(16)` and squashed.

@@ -6,7 +6,8 @@ the user's options, and what its outputs are (`OUTPUT_KINDS`), which says
 how the capsule head gets capsules whose lengths, in [0, 1), are the class
 scores of the margin loss:
 
-- `"squashed"`: used as they are (`FCCaps`, `DynamicRouting`,
+- `"squashed"`: used as they are (`FCCaps`, `DynamicRouting` (also as
+  `"uniform"`, one pass with uniform couplings: no routing),
   `HybridRouting`, `AttentionRouting`; and `EMRouting` and `SelfRouting`,
   whose vector outputs have the parent activation, in [0, 1], as their
   length).
@@ -94,6 +95,30 @@ def _dynamic(num_capsules, capsule_dim, num_inputs, options, name):
         name=name)
 
 
+# The options that would make `"uniform"` route: more iterations, or
+# couplings other than the softmax of zero logits (1 / num_capsules each).
+_ROUTING_OPTIONS = ("num_iterations", "coupling", "leaky",
+                    "stop_inner_gradients")
+
+
+def _uniform(num_capsules, capsule_dim, num_inputs, options, name):
+    # No routing (Sabour et al. 2017, Procedure 1 with the couplings never
+    # updated): one iteration of `DynamicRouting` is the softmax of zero
+    # logits, c_ij = 1 / num_capsules, then v_j = squash(sum_i c_ij
+    # u_hat_j|i) over the same votes u_hat_j|i = u_i W_ij; the agreement
+    # update comes after the last iteration and is skipped.
+    fixed = sorted(set(options) & set(_ROUTING_OPTIONS))
+    if fixed:
+        raise ValueError(
+            f"Unknown `router_options` for router 'uniform': {fixed}. Its "
+            "couplings are fixed at 1 / num_classes with one pass; use "
+            "router='dynamic' to route. Received: "
+            f"router_options={options!r}")
+    return layers.DynamicRouting(num_capsules, capsule_dim,
+                                 **{**options, "num_iterations": 1},
+                                 name=name)
+
+
 def _inverted_attention(num_capsules, capsule_dim, num_inputs, options,
                         name):
     # Vector poses: the primary capsules (8-D) and the class capsules
@@ -155,6 +180,10 @@ ROUTERS = {
     "dynamic": RouterChoice(
         _dynamic, layers.DynamicRouting, outputs="squashed",
         description="dynamic routing by agreement, 3 iterations"),
+    "uniform": RouterChoice(
+        _uniform, layers.DynamicRouting, outputs="squashed",
+        description="no routing (the control): the votes of `dynamic` "
+        "averaged with uniform couplings 1/classes, one pass"),
     "inverted_attention": RouterChoice(
         _inverted_attention, layers.InvertedAttentionRouting,
         outputs="layer_norm",
