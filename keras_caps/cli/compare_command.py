@@ -25,9 +25,11 @@ def add_compare_command(commands):
         "clean and corrupted test data, and write a table (Markdown, CSV, "
         "JSON) and a plot. Resumable.")
     compare.add_argument("--routers", type=name_list,
-                         default=list(COMPARED_MODELS),
+                         default=None,
                          help="Comma-separated, among "
-                         f"{','.join(COMPARED_MODELS)}. Defaults to all.")
+                         f"{','.join(COMPARED_MODELS)}. Defaults to all "
+                         "but sabour_cnn (and cnn_vectors_decoder with "
+                         "--no-reconstruction).")
     compare.add_argument("--dataset", default="mnist", type=dataset_name,
                          help="mnist, fashion_mnist, smallnorb or "
                          "mnist_canvas (MNIST digits placed at random on a "

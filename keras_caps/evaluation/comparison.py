@@ -75,7 +75,69 @@ from keras_caps.training.training_settings import TrainingSettings
 COMPARED_MODELS = {
     **{router: f"capsule_classifier_{router}" for router in ROUTERS},
     "cnn": "cnn_baseline",
+    # The controls (docs/compare.md): the CNN ladder's steps 1 to 3 and
+    # Sabour et al.'s baseline CNN.
+    "cnn_positions": "cnn_positions",
+    "cnn_vectors": "cnn_vectors",
+    "cnn_vectors_decoder": "cnn_vectors",
+    "sabour_cnn": "sabour_baseline_cnn",
 }
+# Models whose decoder is part of what they are: the CNNs have none, the
+# CNN ladder's step 3 (`cnn_vectors_decoder`) is the step that adds it.
+# Every other model has its decoder when the comparison's
+# `reconstruction` says so.
+FIXED_DECODERS = {"cnn": False, "cnn_positions": False,
+                  "cnn_vectors": False, "cnn_vectors_decoder": True,
+                  "sabour_cnn": False}
+# Left out of the default models: Sabour et al.'s CNN (35.4 M parameters,
+# for their affNIST protocol; name it to train it).
+NOT_BY_DEFAULT = ("sabour_cnn",)
+
+
+def default_models(reconstruction=True):
+    """The models `compare` trains when none are named.
+
+    Every key of `COMPARED_MODELS` but `NOT_BY_DEFAULT`, and without
+    `reconstruction` but the CNN ladder's step with the decoder.
+
+    Example:
+
+    >>> "sabour_cnn" in default_models()
+    False
+    >>> "cnn_vectors_decoder" in default_models(reconstruction=False)
+    False
+    """
+    return [name for name in COMPARED_MODELS
+            if name not in NOT_BY_DEFAULT
+            and (reconstruction or not FIXED_DECODERS.get(name, False))]
+
+
+def model_reconstruction(name, reconstruction):
+    """Whether the compared model `name` trains with a decoder, given the
+    comparison's `reconstruction`."""
+    return FIXED_DECODERS.get(name, reconstruction)
+
+
+def _check_controls(routers, dataset, reconstruction):
+    """Refuses a control that does not exist for the comparison: a model
+    without a preset for `dataset`, or the ladder's decoder step in a
+    comparison without reconstruction."""
+    for name in routers:
+        presets = training.MODELS[COMPARED_MODELS[name]].presets
+        if dataset not in presets:
+            raise ValueError(
+                f"Received an invalid value for `routers`: {name!r} has no "
+                f"preset for {dataset!r}; it exists for {sorted(presets)}. "
+                f"Drop it. Received: routers={routers!r}, "
+                f"dataset={dataset!r}")
+        if FIXED_DECODERS.get(name) and not reconstruction:
+            raise ValueError(
+                f"Received an invalid value for `routers`: {name!r} is the "
+                "CNN ladder's step that adds the decoder and its "
+                "reconstruction loss, and a comparison without "
+                "reconstruction (--no-reconstruction) trains no decoder. "
+                "Drop it ('cnn_vectors' is the same model without). "
+                f"Received: routers={routers!r}, reconstruction=False")
 _SEVERITY_LABELS = {"noise": "noise std", "pixels": "pixels replaced",
                     "occlusion": "occluded side (px)"}
 SETTINGS_FILE = "compare.json"
@@ -91,7 +153,8 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
 
     Args:
         routers: list of str. Keys of `COMPARED_MODELS` (the routers of
-            `CapsuleClassifier` and `"cnn"`). Defaults to all of them.
+            `CapsuleClassifier`, `"cnn"` and the controls). Defaults to
+            `default_models(reconstruction)`.
         dataset: str. A `CapsuleClassifier` preset: `"mnist"`,
             `"fashion_mnist"`, `"smallnorb"` or `"mnist_canvas"`; or a
             dataset a user brings, `"folder:PATH"`, `"npz:PATH"` or
@@ -110,7 +173,9 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             dataset if it is not prepared. Defaults to `True`.
         validation: str. `"holdout"` (default) or `"test"`.
         reconstruction: bool. Train the capsule models with their decoder
-            (the CNN has none). Defaults to `True`.
+            (the CNNs have none, the CNN ladder's `cnn_vectors_decoder`
+            always has one and is refused without reconstruction).
+            Defaults to `True`.
         corruptions: dict or `None`; see
             `keras_caps.evaluation.robustness.check_corruptions`.
         evaluation_seed: int. Seeds the corruptions, the same for every
@@ -156,6 +221,8 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         raise ValueError(
             f"Unknown `isolation`. Expected one of {list(ISOLATIONS)}. "
             f"Received: isolation={isolation!r}")
+    if routers is None:
+        routers = default_models(reconstruction)
     # Every model trains with `train`: a backend it refuses is refused
     # before any data is read or the folder is claimed.
     check_backend("`keras-caps compare` (`keras_caps.evaluation.compare`)")
@@ -218,6 +285,7 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
             "Unknown `dataset`. Expected one of "
             f"{sorted(CAPSULE_CLASSIFIER_PRESETS)}. Received: "
             f"dataset={dataset!r}")
+    _check_controls(routers, preset or dataset, reconstruction)
     # The recipe's fields are those of each model's `TrainingSettings`,
     # checked as such.
     recipe = TrainingSettings(
@@ -302,8 +370,9 @@ def training_settings(settings, router, seed):
         steps_per_epoch=settings["steps_per_epoch"],
         batch_size=settings["batch_size"], seed=seed,
         validation=settings["validation"],
-        # The CNN has no decoder.
-        reconstruction=settings["reconstruction"] and router != "cnn",
+        # The CNNs have no decoder, the ladder's step 3 always has one.
+        reconstruction=model_reconstruction(router,
+                                            settings["reconstruction"]),
         **user_data)
 
 
