@@ -36,6 +36,8 @@ _ROUTER_PARAMETERS = {
     "self_attention": _J * _N * _D_IN * _D + _J * _N,
     # DynamicRouting: kernel (N, D_in, J, D), no bias.
     "dynamic": _N * _D_IN * _J * _D,
+    # Uniform couplings: DynamicRouting with one iteration, the same kernel.
+    "uniform": _N * _D_IN * _J * _D,
     # InvertedAttentionRouting, vector poses: kernel (N, D_in, J, D) and
     # the LayerNorm's gamma and beta (D each).
     "inverted_attention": _N * _D_IN * _J * _D + 2 * _D,
