@@ -138,6 +138,8 @@ def _check_controls(routers, dataset, reconstruction):
                 "reconstruction (--no-reconstruction) trains no decoder. "
                 "Drop it ('cnn_vectors' is the same model without). "
                 f"Received: routers={routers!r}, reconstruction=False")
+
+
 _SEVERITY_LABELS = {"noise": "noise std", "pixels": "pixels replaced",
                     "occlusion": "occluded side (px)"}
 SETTINGS_FILE = "compare.json"

@@ -245,6 +245,7 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
     `saved_model_cli show --all` lists the signature.
     """
     cases, expected, recipe_has_lengths = {}, {}, {}
+    recipe_has_probabilities = {}
     for name, recipe in sorted(MODELS.items()):
         dataset = recipe_datasets.dataset_for(recipe)
         model = recipe.builder(dataset)
@@ -264,6 +265,7 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
         model.save(tmp_path / f"{name}.keras")
         names = {layer.name for layer in model.layers}
         recipe_has_lengths[name] = "length" in names
+        recipe_has_probabilities[name] = "probabilities" in names
         if "label" in names or "mask" in names:  # As the export does.
             scores = inference_model(model, reconstruction=reconstruction)(
                 images)
@@ -285,7 +287,8 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
         got = served[name]
         assert got["signature"] == {"image": [[None, *shape], "float32"]}
         score_name = ("length" if recipe_has_lengths[name] else
-                      "probabilities" if name == "cnn_baseline" else "logits")
+                      "probabilities" if recipe_has_probabilities[name]
+                      else "logits")
         assert got["outputs"] == sorted(
             [score_name] + ["reconstruction"] * reconstruction), name
         for n in (1, 5):

@@ -36,6 +36,10 @@ _FAST_SHARED_STEM = ("capsule_classifier_inverted_attention",
 # runs in CI).
 # Its routing's float16 numerics are checked layer by layer in tests/layers.
 _SLOW_FLOAT16_ON_CPUS = {("inverted_attention_capsnet", "mixed_float16")}
+# The comparison's controls: the CNN ladder shares the stem above (its
+# heads are Keras layers), and Sabour et al.'s CNN holds 35.4 M
+# parameters.
+_CONTROLS = ("cnn_positions", "cnn_vectors", "sabour_baseline_cnn")
 
 
 def _short_trainings():
@@ -44,6 +48,7 @@ def _short_trainings():
             slow = (((name.startswith("capsule_classifier_")
                       or name == "cnn_baseline")
                      and (name, precision) != _FAST_SHARED_STEM)
+                    or name in _CONTROLS
                     or (name, precision) in _SLOW_FLOAT16_ON_CPUS)
             yield pytest.param(name, precision,
                                marks=pytest.mark.large if slow else (),
