@@ -295,7 +295,12 @@ def mcnemar_exact(correct_a, correct_b):
     n = b + c
     if n == 0 or b == c:
         return {"b": b, "c": c, "p_value": 1.0}
-    log_terms = _log_binomial_half(n, np.arange(min(b, c) + 1))
+    smaller = min(b, c)
+    # The terms fall at least as fast going down from `smaller` <= n / 2
+    # as from the mode: below `smaller - 10 sqrt(n) - 100` they are
+    # e^-200 times the last one or less, negligible in float64.
+    first = max(0, smaller - int(10 * math.sqrt(n)) - 100)
+    log_terms = _log_binomial_half(n, np.arange(first, smaller + 1))
     largest = log_terms.max()
     log_tail = largest + math.log(np.exp(log_terms - largest).sum())
     return {"b": b, "c": c,
