@@ -336,7 +336,8 @@ def _note(statistics):
     else:
         across = (
             f"Cells: mean over the {n} seeds [95 % Student-t interval of "
-            f"that mean]. `*`: the difference from the reference "
+            f"that mean]. `*` on an accuracy cell: the difference from the "
+            f"reference "
             f"`{reference}` holds: Student's paired t-test on the per-seed "
             "accuracy differences (each seed's model against the "
             "reference's model of that seed, two-sided) has p < "
