@@ -36,11 +36,13 @@ ONE_SEED = "one seed: no interval or across-seed test"
 def read_predictions(folder):
     """The per-image predictions a model's evaluation saved in `folder`.
 
-    `folder/predictions.npz` holds `"labels"` (the test labels, class
-    indices or one-hot rows) and, per column key (`"clean"`,
-    `"noise:0.1"`, `"pixels:0.2"`, `"occlusion:8"`, `"affine"`), the
-    predicted classes of the same images in the same order (class indices,
-    or one score row per image, read by its largest score).
+    `folder/predictions.npz` (written by the model's robustness
+    evaluation) holds `"labels"` (the test labels) and, per column key
+    (`"clean"`, `"noise:0.1"`, `"pixels:0.2"`, `"occlusion:8"`), the
+    predicted classes of the same images in the same order; `"affine"`
+    holds those of the generated affine test set, whose labels are
+    `"labels:affine"`. Arrays are class indices (any integer type), or one
+    score row per image, read by its largest score.
 
     Args:
         folder: str. A model's run folder.
@@ -106,12 +108,18 @@ def per_image_correct(folder, key):
     return _correct(predictions, key, folder)
 
 
+def _labels_key(key):
+    """The labels of the images under column `key`."""
+    return "labels:affine" if key == "affine" else "labels"
+
+
 def _correct(predictions, key, folder):
-    labels = predictions.get("labels")
+    labels = predictions.get(_labels_key(key))
     if labels is None or len(labels) != len(predictions[key]):
         raise ValueError(
             f"{os.path.join(folder, PREDICTIONS_FILE)!r}: expected "
-            f"`labels` with one label per prediction of {key!r}. Received: "
+            f"`{_labels_key(key)}` with one label per prediction of "
+            f"{key!r}. Received: "
             f"{None if labels is None else len(labels)} labels, "
             f"{len(predictions[key])} predictions")
     return predictions[key] == labels
@@ -206,7 +214,8 @@ def _mcnemar(predictions, model, reference, seed, key):
                                    for name in (model, reference))
     if mine is None or theirs is None or key not in mine or key not in theirs:
         return None
-    if not np.array_equal(mine.get("labels"), theirs.get("labels")):
+    labels = _labels_key(key)
+    if not np.array_equal(mine.get(labels), theirs.get(labels)):
         logging.warning("%r and the reference's model of seed %d saved "
                         "predictions of other test images: no per-image "
                         "test.", folder, seed)
@@ -336,9 +345,9 @@ def _note(statistics):
     else:
         across = (
             f"Cells: mean over the {n} seeds [95 % Student-t interval of "
-            f"that mean]. `*` on an accuracy cell: the difference from the "
-            f"reference "
-            f"`{reference}` holds: Student's paired t-test on the per-seed "
+            "that mean]. `*` on an accuracy cell: the difference from the "
+            f"reference `{reference}` holds: Student's paired t-test on the "
+            "per-seed "
             "accuracy differences (each seed's model against the "
             "reference's model of that seed, two-sided) has p < "
             f"{ALPHA} after Holm's correction over all {m} model × column "

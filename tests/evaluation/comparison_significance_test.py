@@ -255,9 +255,15 @@ def test_per_image_correct_reads_the_predictions_file(tmp_path):
         significance.per_image_correct(folder, "noise:0.1"),
         [True, False, True, True])
     assert significance.per_image_correct(folder, "affine") is None
+    # The generated affine set has labels of its own.
+    np.savez(os.path.join(folder, "predictions.npz"), labels=labels,
+             affine=np.array([5, 6], dtype="uint8"),
+             **{"labels:affine": np.array([5, 7], dtype="uint8")})
+    np.testing.assert_array_equal(
+        significance.per_image_correct(folder, "affine"), [True, False])
     np.savez(os.path.join(folder, "predictions.npz"), labels=labels[:3],
              clean=np.array([0, 1, 0, 1]))
-    with pytest.raises(ValueError, match="3 labels, 4 predictions"):
+    with pytest.raises(ValueError, match="`labels`.*3 labels, 4 predictions"):
         significance.per_image_correct(folder, "clean")
     with open(os.path.join(folder, "predictions.npz"), "w") as file:
         file.write("not a zip")
