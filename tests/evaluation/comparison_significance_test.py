@@ -54,12 +54,13 @@ def _runs(folder, seeds, predictions=True):
             run_folder = os.path.join(folder, f"{router}_seed{seed}")
             os.makedirs(run_folder, exist_ok=True)
             right = {key: _right(*columns[key][seed]) for key in _KEYS}
-            if predictions:
-                np.savez(os.path.join(run_folder, "predictions.npz"),
-                         labels=_LABELS, **{
-                             key: np.where(right[key], _LABELS,
-                                           (_LABELS + 1) % 10)
-                             for key in _KEYS})
+            if predictions:  # As the robustness evaluation saves them.
+                np.savez_compressed(
+                    os.path.join(run_folder, "predictions.npz"),
+                    labels=_LABELS.astype("uint8"), **{
+                        key: np.where(right[key], _LABELS,
+                                      (_LABELS + 1) % 10).astype("uint8")
+                        for key in _KEYS})
             accuracy = {key: float(right[key].mean()) for key in _KEYS}
             runs.append({
                 "router": router, "seed": seed,
