@@ -16,7 +16,10 @@ evaluates every selected model on the same clean and corrupted test data
   or other data is refused before anything trains, nothing overwritten;
 - `models/<router>_seed<seed>/`: each run of `keras_caps.training.train`
   (`model.keras`, `metrics.json`, ...) and its `robustness.json`;
-- `results.md`, `results.csv`, `results.json`: the table;
+- `results.md`, `results.csv`, `results.json`: the table: means over
+  seeds with 95 % intervals, each model tested against a reference
+  (`keras_caps.evaluation.comparison_significance`), relative corruption
+  errors;
 - `accuracy_vs_severity.png`: accuracy against each corruption's severity,
   one line per router with a +-std band (needs matplotlib).
 
@@ -606,6 +609,15 @@ def results_record(runs, settings, reference=None):
     """
     aggregated = _aggregate(runs, settings)
     reference = _check_reference(reference, settings["routers"])
+    for row in aggregated.values():
+        # Of the mean accuracies; `None` without a clean error (JSON has
+        # no infinity).
+        ratios = {key: comparison_statistics.relative_corruption_error(
+            row["accuracy"][key]["mean"], row["accuracy"]["clean"]["mean"])
+            for key, _ in columns(settings)[1:]}
+        row["relative_corruption_error"] = {
+            key: None if ratio is None or np.isinf(ratio) else ratio
+            for key, ratio in ratios.items()}
     return {"settings": settings, "models": runs, "routers": aggregated,
             "statistics": comparison_significance.reference_tests(
                 aggregated, runs, reference,

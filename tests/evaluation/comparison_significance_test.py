@@ -150,6 +150,8 @@ def test_table_matches_a_hand_computation(tmp_path):
     # Relative corruption error of the mean accuracies: the CNN's error
     # is 76 % under noise against 26 % clean.
     assert "| cnn | 2.92 |" in lines
+    assert results["routers"]["cnn"]["relative_corruption_error"] == {
+        "noise:0.2": pytest.approx(0.76 / 0.26)}
     assert "mean over the 5 seeds [95 % Student-t interval" in table
     assert "Holm's correction over all 4 model × column tests" in table
     assert ("with 5 seeds its smallest possible p-value is 0.0625, so "
