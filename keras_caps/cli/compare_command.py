@@ -36,9 +36,15 @@ def add_compare_command(commands):
                          "40x40 canvas, generated, for --affine); or your "
                          "own data: folder:PATH, npz:PATH or "
                          "tfds:NAME (clean accuracy only).")
-    compare.add_argument("--seeds", type=int_list, default=[0, 1],
+    compare.add_argument("--seeds", type=int_list, default=[0, 1, 2, 3, 4],
                          help="Comma-separated seeds, one model per router "
-                         "and seed. Defaults to 0,1.")
+                         "and seed. Defaults to 0,1,2,3,4 (one seed: no "
+                         "interval and no across-seed test).")
+    compare.add_argument("--reference", default=None,
+                         help="The model every other one is tested against "
+                         "on every column (paired t-test and sign-flip "
+                         "test over seeds, Holm-corrected; McNemar per "
+                         "seed pair). Defaults to the first of --routers.")
     _add_recipe_arguments(compare)
     add_data_arguments(compare)
     add_user_data_arguments(compare, preset=True)
@@ -87,7 +93,7 @@ def run_compare(args):
         corruptions=requested_corruptions(args),
         evaluation_seed=args.corruption_seed, isolation=args.isolation,
         verbose=0, download=args.download, preset=args.preset,
-        read_options=user_data_options(args))
+        read_options=user_data_options(args), reference=args.reference)
     with open(os.path.join(output_dir, "results.md")) as file:
         print(file.read())
     for router, row in results["routers"].items():

@@ -16,7 +16,10 @@ evaluates every selected model on the same clean and corrupted test data
   or other data is refused before anything trains, nothing overwritten;
 - `models/<router>_seed<seed>/`: each run of `keras_caps.training.train`
   (`model.keras`, `metrics.json`, ...) and its `robustness.json`;
-- `results.md`, `results.csv`, `results.json`: the table;
+- `results.md`, `results.csv`, `results.json`: the table: means over
+  seeds with 95 % intervals, each model tested against a reference
+  (`keras_caps.evaluation.comparison_significance`), relative corruption
+  errors;
 - `accuracy_vs_severity.png`: accuracy against each corruption's severity,
   one line per router with a +-std band (needs matplotlib).
 
@@ -60,6 +63,8 @@ from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.evaluation import comparison_process
+from keras_caps.evaluation import comparison_significance
+from keras_caps.evaluation import comparison_statistics
 from keras_caps.evaluation import robustness
 from keras_caps.evaluation import user_data_comparison
 from keras_caps.training.atomic_files import write_atomically
@@ -146,11 +151,12 @@ SETTINGS_FILE = "compare.json"
 ISOLATIONS = ("process", "session")
 
 
-def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
-            epochs=None, steps_per_epoch=None, batch_size=None,
-            data_dir=None, validation="holdout", reconstruction=True,
-            corruptions=None, evaluation_seed=1234, isolation="process",
-            verbose=0, download=True, preset=None, read_options=None):
+def compare(routers=None, dataset="mnist", *, output_dir,
+            seeds=(0, 1, 2, 3, 4), epochs=None, steps_per_epoch=None,
+            batch_size=None, data_dir=None, validation="holdout",
+            reconstruction=True, corruptions=None, evaluation_seed=1234,
+            isolation="process", verbose=0, download=True, preset=None,
+            read_options=None, reference=None):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -163,7 +169,9 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             `"tfds:NAME"` (clean accuracy only: no `corruptions`).
         output_dir: str. The comparison's folder.
         seeds: list of int. One model per router and seed. Defaults to
-            `(0, 1)`.
+            `(0, 1, 2, 3, 4)` (fewer than 2: no interval and no
+            across-seed test, see `keras_caps.evaluation.
+            comparison_significance`).
         epochs, steps_per_epoch, batch_size: The recipe's budget, as in
             `keras_caps.training.train` (preset defaults: 150 epochs of the
             whole training split, batch 16).
@@ -196,10 +204,15 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         read_options: dict or `None`. A user's dataset: how to read it,
             `image_size`, `color_mode`, `test_dir`, `test_share` (see
             `keras_caps.training.train`).
+        reference: str or `None`. The model every other one is tested
+            against on every column (`keras_caps.evaluation.
+            comparison_significance.reference_tests`); `None`: the first
+            of `routers`. Only the report depends on it.
 
     Returns:
         dict: the `results.json` record (`"settings"` with `"data"`,
-        `"models"` per run, `"routers"` aggregated over seeds).
+        `"models"` per run, `"routers"` aggregated over seeds,
+        `"statistics"`: the tests against the reference).
 
     Raises:
         ValueError: bad settings; an `output_dir` holding another
@@ -247,6 +260,7 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
     settings = _check_settings(
         routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
         validation, reconstruction, corruptions, evaluation_seed, preset)
+    reference = _check_reference(reference, settings["routers"])
     settings["data"] = (data_record(dataset, data_dir)
                         if user_data is None else user_data)
     _claim_output_dir(output_dir, settings)
@@ -259,8 +273,7 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         for seed in settings["seeds"]:
             runs.append(_run_model(router, seed, settings, output_dir,
                                    verbose, isolation, download, data_dir))
-    results = {"settings": settings, "models": runs,
-               "routers": _aggregate(runs, settings)}
+    results = results_record(runs, settings, reference)
     write_json_atomically(os.path.join(output_dir, "results.json"), results)
     write_text_atomically(os.path.join(output_dir, "results.csv"),
                           results_csv(results))
@@ -346,6 +359,18 @@ def _check_seeds(seeds):
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"Duplicate seeds. Received: seeds={seeds!r}")
     return [int(seed) for seed in seeds]
+
+
+def _check_reference(reference, routers):
+    """The model the others are tested against: `reference`, else the
+    first of `routers`."""
+    if reference is None:
+        return routers[0]
+    if reference not in routers:
+        raise ValueError(
+            "Received an invalid value for `reference`, expected one of the "
+            f"compared models {routers}. Received: reference={reference!r}")
+    return reference
 
 
 def training_settings(settings, router, seed):
@@ -628,13 +653,51 @@ def _accuracy(evaluation, key):
 
 
 def _mean_std(values):
+    """The mean, the sample std (0 for one value) and the 95 % Student-t
+    interval (`low`, `high`: `None` for one value)."""
     values = np.asarray(values, dtype="float64")
     std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-    return {"mean": float(values.mean()), "std": std}
+    interval = comparison_statistics.mean_interval(
+        values, comparison_significance.CONFIDENCE)
+    return {"mean": float(values.mean()), "std": std,
+            "low": interval["low"], "high": interval["high"]}
+
+
+def results_record(runs, settings, reference=None):
+    """The `results.json` record of finished `runs`.
+
+    Args:
+        runs: list of dict. One per model (`_run_model`'s records).
+        settings: dict. The comparison's settings.
+        reference: str or `None`. The model the others are tested against
+            (`None`: the first router).
+
+    Example:
+
+    ```python
+    results = results_record(runs, settings, reference="dynamic")
+    ```
+    """
+    aggregated = _aggregate(runs, settings)
+    reference = _check_reference(reference, settings["routers"])
+    for row in aggregated.values():
+        # Of the mean accuracies; `None` without a clean error (JSON has
+        # no infinity).
+        ratios = {key: comparison_statistics.relative_corruption_error(
+            row["accuracy"][key]["mean"], row["accuracy"]["clean"]["mean"])
+            for key, _ in columns(settings)[1:]}
+        row["relative_corruption_error"] = {
+            key: None if ratio is None or np.isinf(ratio) else ratio
+            for key, ratio in ratios.items()}
+    return {"settings": settings, "models": runs, "routers": aggregated,
+            "statistics": comparison_significance.reference_tests(
+                aggregated, runs, reference,
+                [key for key, _ in columns(settings)])}
 
 
 def _aggregate(runs, settings):
-    """Per router: means and sample standard deviations over seeds.
+    """Per router: means, sample standard deviations and 95 % intervals
+    over seeds, and the per-seed values (`"per_seed"`).
 
     `"train_ms_per_step"` is the mean over the seeds whose speed is known
     (`"speed_seeds"`), `None` when none is.
@@ -658,12 +721,14 @@ def _aggregate(runs, settings):
             "speed_seeds": [run["seed"] for run in timed],
             "images_per_second": float(np.mean(
                 [e["clean"]["images_per_second"] for e in evaluations])),
+            "per_seed": {
+                "seeds": [run["seed"] for run in mine],
+                "accuracy": {key: [_accuracy(e, key) for e in evaluations]
+                             for key, _ in columns(settings)},
+                "macro_accuracy": [e["clean"]["macro_accuracy"]
+                                   for e in evaluations]},
         }
     return aggregated
-
-
-def _percent(stats):
-    return f"{100 * stats['mean']:.2f} ± {100 * stats['std']:.2f}"
 
 
 def results_csv(results):
@@ -676,6 +741,7 @@ def results_csv(results):
               "macro_accuracy_std"]
     for key, _ in columns(settings):
         header += [f"{key}_mean", f"{key}_std"]
+    header += _csv_statistics_header(settings)
     writer.writerow(header)
     for router, row in results["routers"].items():
         speed = row["train_ms_per_step"]
@@ -687,8 +753,54 @@ def results_csv(results):
         for key, _ in columns(settings):
             values += [repr(row["accuracy"][key]["mean"]),
                        repr(row["accuracy"][key]["std"])]
+        values += _csv_statistics(results, router)
         writer.writerow(values)
     return output.getvalue()
+
+
+_CSV_TESTS = ("difference", "t_p", "t_p_holm", "sign_flip_p",
+              "mcnemar_p_max")
+
+
+def _csv_statistics_header(settings):
+    """The interval and test columns, after the means and stds: per
+    column key, the 95 % interval's bounds; the difference from the
+    reference, the t-test's p-value, raw and Holm-corrected, the
+    sign-flip p-value and the largest McNemar p-value over the seeds."""
+    header = []
+    for key, _ in columns(settings):
+        header += [f"{key}_low", f"{key}_high"]
+    for key, _ in columns(settings):
+        header += [f"{key}_{name}" for name in _CSV_TESTS]
+    return header
+
+
+def _csv_statistics(results, router):
+    """`router`'s cells of `_csv_statistics_header` ("" where none: no
+    interval, the reference's own tests, an earlier results.json)."""
+    settings = results["settings"]
+    row = results["routers"][router]
+    values = []
+    for key, _ in columns(settings):
+        values += [_csv_number(row["accuracy"][key].get(bound))
+                   for bound in ("low", "high")]
+    tests = (results.get("statistics") or {}).get("models", {}).get(router)
+    for key, _ in columns(settings):
+        if tests is None:
+            values += [""] * len(_CSV_TESTS)
+            continue
+        cell = tests[key]
+        mcnemar = [result["p_value"] for result in cell["mcnemar"]
+                   if result is not None]
+        values += [_csv_number(value) for value in (
+            cell["difference"]["mean"], cell["t_test"]["p_value"],
+            cell["t_p_holm"], (cell["sign_flip"] or {}).get("p_value"),
+            max(mcnemar) if mcnemar else None)]
+    return values
+
+
+def _csv_number(value):
+    return "" if value is None else repr(float(value))
 
 
 def results_markdown(results):
@@ -707,7 +819,7 @@ def results_markdown(results):
         f"(Efficient-CapsNet's optimizer and schedule), model selection: "
         f"{PROTOCOLS[settings['validation']]}; capsule models "
         f"{'with' if settings['reconstruction'] else 'without'} their "
-        f"decoder. Test accuracy in %, mean ± sample std over seeds; "
+        f"decoder. Test accuracy in %, mean over seeds [95 % interval]; "
         f"corruptions seeded with {settings['evaluation_seed']}. "
         f"Speed on {hardware}: training ms/step includes the per-epoch "
         "validation; images/s is inference on the clean test set.",
@@ -719,15 +831,23 @@ def results_markdown(results):
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1))
                  + "|")
+    statistics = results.get("statistics") or {}
     for router, row in results["routers"].items():
-        cells = [router, f"{row['trainable_parameters']:,}",
+        tests = statistics.get("models", {}).get(router, {})
+        name = (f"{router} (reference)"
+                if router == statistics.get("reference") else router)
+        cells = [name, f"{row['trainable_parameters']:,}",
                  _speed_cell(row),
                  f"{row['images_per_second']:.0f}",
-                 _percent(row["macro_accuracy"])]
-        cells += [_percent(row["accuracy"][key])
-                  for key, _ in columns(settings)]
+                 comparison_significance.accuracy_cell(
+                     row["macro_accuracy"])]
+        cells += [comparison_significance.accuracy_cell(
+            row["accuracy"][key], tests.get(key, {}).get("holds", False))
+            for key, _ in columns(settings)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _speed_notes(results["routers"])
+    lines += comparison_significance.statistics_markdown(
+        results, columns(settings))
     return "\n".join(lines) + "\n"
 
 

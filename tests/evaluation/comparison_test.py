@@ -86,7 +86,11 @@ class CompareTest(TestCase):
             self.assertGreater(float(row["train_ms_per_step"]), 0)
         with open(os.path.join(output_dir, "results.md")) as file:
             table = file.read()
-        self.assertIn("| self_attention | 161,824 |", table)
+        self.assertIn("| self_attention (reference) | 161,824 |", table)
+        # Two seeds: a 95 % Student-t interval, and cnn tested against
+        # the reference on every column (#22).
+        self.assertIn("t-test p", table)
+        self.assertEqual(list(results["statistics"]["models"]), ["cnn"])
         self.assertIn("2 seeds [0, 1], 1 epochs of 2 steps", table)
         self.assertTrue(all(run["trained_now"] for run in results["models"]))
 
@@ -320,6 +324,9 @@ class CompareTest(TestCase):
             (dict(dataset="multi_mnist"), ValueError, "Unknown `dataset`"),
             (dict(corruptions={"blur": [1]}), ValueError,
              r"Unknown corruptions \['blur'\]"),
+            (dict(reference="cnn"), ValueError,
+             r"invalid value for `reference`.*\['dynamic'\].*"
+             r"reference='cnn'"),
         ]
         for kwargs, error, message in cases:
             kwargs = {"routers": ["dynamic"], "dataset": "mnist", **kwargs}
@@ -412,6 +419,8 @@ class CompareCommandTest(TestCase):
                 (["--routers", "dynamic,no_such_router"],
                  r"Unknown routers \['no_such_router'\]"),
                 (["--seeds", ","], "at least one seed"),
+                (["--routers", "dynamic", "--reference", "cnn"],
+                 "invalid value for `reference`"),
                 (["--pixel-corruption", "1.2"], r"pixels severity"),
                 (["--dataset", "smallnorb", "--affine"], "stereo pairs")):
             stderr = io.StringIO()

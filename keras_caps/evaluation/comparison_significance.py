@@ -1,0 +1,369 @@
+"""Every model of a comparison tested against a reference model.
+
+`reference_tests(aggregated, runs, reference, keys)` tests each model
+against the reference on every column (clean accuracy and each
+corruption):
+
+- across seeds (each seed's model paired with the reference's model of
+  the same seed): Student's paired t-test and the exact sign-flip test of
+  the per-seed accuracy differences, and the 95 % Student-t interval of
+  their mean; the t-tests' p-values are corrected by Holm's method over
+  the whole model × column grid, and a difference "holds" when its
+  corrected p-value is below `ALPHA`;
+- per seed pair, per image: McNemar's exact test on the two models'
+  right / wrong table, when both saved their per-image predictions
+  (`PREDICTIONS_FILE` next to their `robustness.json`, read by
+  `per_image_correct`); not corrected.
+
+`statistics_markdown` writes the tables and the note of `results.md`.
+"""
+
+import logging
+import math
+import os
+import zipfile
+
+import numpy as np
+
+from keras_caps.evaluation import comparison_statistics as stats
+
+PREDICTIONS_FILE = "predictions.npz"
+ALPHA = 0.05
+CONFIDENCE = 0.95
+ONE_SEED = "one seed: no interval or across-seed test"
+
+
+def read_predictions(folder):
+    """The per-image predictions a model's evaluation saved in `folder`.
+
+    `folder/predictions.npz` (written by the model's robustness
+    evaluation) holds `"labels"` (the test labels) and, per column key
+    (`"clean"`, `"noise:0.1"`, `"pixels:0.2"`, `"occlusion:8"`), the
+    predicted classes of the same images in the same order; `"affine"`
+    holds those of the generated affine test set, whose labels are
+    `"labels:affine"`. Arrays are class indices (any integer type), or one
+    score row per image, read by its largest score.
+
+    Args:
+        folder: str. A model's run folder.
+
+    Returns:
+        dict of 1-D int arrays (class indices), or `None` when there is no
+        `predictions.npz` or it cannot be read (logged).
+
+    Example:
+
+    ```python
+    read_predictions("runs/compare/models/dynamic_seed0")["noise:0.2"]
+    ```
+    """
+    path = os.path.join(folder, PREDICTIONS_FILE)
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as record:
+            arrays = {key: record[key] for key in record.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        logging.warning("%r cannot be read (%s): no per-image test for "
+                        "its model.", path, error)
+        return None
+    classes = {}
+    for key, array in arrays.items():
+        if array.ndim == 2:
+            array = array.argmax(axis=-1)
+        if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+            logging.warning(
+                "%r: %r holds an array of dtype %s and shape %s, not class "
+                "indices or score rows: no per-image test for its model.",
+                path, key, array.dtype, array.shape)
+            return None
+        classes[key] = array
+    return classes
+
+
+def per_image_correct(folder, key):
+    """Which test images a model classifies right under column `key`.
+
+    Args:
+        folder: str. A model's run folder holding `predictions.npz` (see
+            `read_predictions`).
+        key: str. A column key: `"clean"`, `"noise:0.1"`, ...
+
+    Returns:
+        1-D bool array (`True` where the prediction is the label), or
+        `None` when the folder saved no predictions for `key`.
+
+    Raises:
+        ValueError: the predictions and the labels differ in length.
+
+    Example:
+
+    ```python
+    correct = per_image_correct("runs/compare/models/cnn_seed0", "clean")
+    ```
+    """
+    predictions = read_predictions(folder)
+    if predictions is None or key not in predictions:
+        return None
+    return _correct(predictions, key, folder)
+
+
+def _labels_key(key):
+    """The labels of the images under column `key`."""
+    return "labels:affine" if key == "affine" else "labels"
+
+
+def _correct(predictions, key, folder):
+    labels = predictions.get(_labels_key(key))
+    if labels is None or len(labels) != len(predictions[key]):
+        raise ValueError(
+            f"{os.path.join(folder, PREDICTIONS_FILE)!r}: expected "
+            f"`{_labels_key(key)}` with one label per prediction of "
+            f"{key!r}. Received: "
+            f"{None if labels is None else len(labels)} labels, "
+            f"{len(predictions[key])} predictions")
+    return predictions[key] == labels
+
+
+def reference_tests(aggregated, runs, reference, keys):
+    """Each model against `reference` on each column; see the module.
+
+    Args:
+        aggregated: dict. Per model, its `"per_seed"` record
+            (`{"seeds": [...], "accuracy": {key: [...]}}`), as
+            `keras_caps.evaluation.comparison._aggregate` makes it.
+        runs: list of dict. The comparison's runs (`"router"`, `"seed"`,
+            `"model_path"`): their folders hold the predictions.
+        reference: str. A key of `aggregated`.
+        keys: list of str. The column keys, clean first.
+
+    Returns:
+        dict: `"reference"`, `"alpha"`, `"confidence"`, `"num_seeds"`,
+        `"num_tests"` (the t-tests Holm corrects), `"reason"` (why there
+        is no across-seed test, else `None`) and `"models"`: per other
+        model and column key, `"difference"` (the mean and interval of
+        the per-seed differences, model minus reference), `"t_test"`,
+        `"t_p_holm"`, `"sign_flip"`, `"holds"` and `"mcnemar"` (per
+        seed: `"seed"`, `"b"`, `"c"`, `"p_value"`; `None` where the
+        predictions are missing).
+
+    Example:
+
+    ```python
+    tests = reference_tests(results["routers"], results["models"],
+                            "self_attention", ["clean", "noise:0.2"])
+    ```
+    """
+    if reference not in aggregated:
+        raise ValueError(
+            "Received an invalid value for `reference`, expected one of "
+            f"the compared models {list(aggregated)}. Received: "
+            f"reference={reference!r}")
+    seeds = aggregated[reference]["per_seed"]["seeds"]
+    predictions = {(run["router"], run["seed"]): _run_predictions(run)
+                   for run in runs}
+    others = [model for model in aggregated if model != reference]
+    tests = {model: {key: _test_column(aggregated, predictions, model,
+                                       reference, key)
+                     for key in keys}
+             for model in others}
+    _correct_by_holm(tests)
+    return {"reference": reference, "alpha": ALPHA,
+            "confidence": CONFIDENCE, "num_seeds": len(seeds),
+            "num_tests": sum(cell["t_test"]["p_value"] is not None
+                             for row in tests.values()
+                             for cell in row.values()),
+            "reason": ONE_SEED if len(seeds) < 2 else None,
+            "models": tests}
+
+
+def _run_predictions(run):
+    folder = os.path.dirname(run["model_path"])
+    return folder, read_predictions(folder)
+
+
+def _test_column(aggregated, predictions, model, reference, key):
+    """One model against the reference on one column."""
+    mine, theirs = (aggregated[name]["per_seed"] for name in
+                    (model, reference))
+    if mine["seeds"] != theirs["seeds"]:
+        raise ValueError(
+            f"{model!r} and the reference {reference!r} must have models "
+            f"of the same seeds. Received: seeds {mine['seeds']} and "
+            f"{theirs['seeds']}")
+    values = np.asarray(mine["accuracy"][key], dtype="float64")
+    reference_values = np.asarray(theirs["accuracy"][key], dtype="float64")
+    differences = values - reference_values
+    t_test = stats.paired_t_test(values, reference_values)
+    if t_test["t"] is not None and math.isinf(t_test["t"]):
+        t_test["t"] = None  # JSON has no infinity; p_value is 0.
+    sign_flip = (stats.sign_flip_test(differences)
+                 if 2 <= len(differences) <= stats.MAX_SIGN_FLIP_VALUES
+                 else None)
+    mcnemar = [_mcnemar(predictions, model, reference, seed, key)
+               for seed in mine["seeds"]]
+    return {"difference": stats.mean_interval(differences, CONFIDENCE),
+            "t_test": t_test, "t_p_holm": None, "sign_flip": sign_flip,
+            "holds": False, "mcnemar": mcnemar}
+
+
+def _mcnemar(predictions, model, reference, seed, key):
+    """McNemar's exact test of one seed pair, `None` without
+    predictions (or with predictions of other images)."""
+    (folder, mine), (_, theirs) = (predictions[(name, seed)]
+                                   for name in (model, reference))
+    if mine is None or theirs is None or key not in mine or key not in theirs:
+        return None
+    labels = _labels_key(key)
+    if not np.array_equal(mine.get(labels), theirs.get(labels)):
+        logging.warning("%r and the reference's model of seed %d saved "
+                        "predictions of other test images: no per-image "
+                        "test.", folder, seed)
+        return None
+    reference_folder = predictions[(reference, seed)][0]
+    result = stats.mcnemar_exact(_correct(mine, key, folder),
+                                 _correct(theirs, key, reference_folder))
+    return {"seed": seed, **result}
+
+
+def _correct_by_holm(tests):
+    """Fills `"t_p_holm"` and `"holds"` of every cell with a t-test."""
+    cells = [cell for row in tests.values() for cell in row.values()
+             if cell["t_test"]["p_value"] is not None]
+    if not cells:
+        return
+    adjusted = stats.holm([cell["t_test"]["p_value"] for cell in cells])
+    for cell, p_value in zip(cells, adjusted, strict=True):
+        cell["t_p_holm"] = p_value
+        cell["holds"] = p_value < ALPHA
+
+
+def accuracy_cell(accuracy, holds=False):
+    """`"97.12 [96.80, 97.44]"` (in %), `"97.12"` without an interval;
+    `"*"` appended where the difference from the reference holds.
+
+    Example:
+
+    >>> accuracy_cell({"mean": 0.9712, "low": 0.968, "high": 0.9744}, True)
+    '97.12 [96.80, 97.44]*'
+    """
+    text = f"{100 * accuracy['mean']:.2f}"
+    if accuracy.get("low") is not None:
+        text += (f" [{100 * accuracy['low']:.2f}, "
+                 f"{100 * accuracy['high']:.2f}]")
+    return text + ("*" if holds else "")
+
+
+def statistics_markdown(results, titles):
+    """The tables and notes `results.md` adds below its accuracy table:
+    relative corruption errors, the tests against the reference and what
+    the marks mean.
+
+    Args:
+        results: dict. The `results.json` record, with `"statistics"`.
+        titles: list of `(key, title)`, the columns, clean first.
+
+    Example:
+
+    ```python
+    lines = statistics_markdown(results, columns(results["settings"]))
+    ```
+    """
+    statistics = results.get("statistics")
+    lines = _relative_error_table(results["routers"], titles)
+    if statistics is None:  # A results.json of an earlier keras_caps.
+        return lines
+    lines += ["", f"Paired tests against the reference "
+              f"`{statistics['reference']}` (difference = model minus "
+              "reference, in points):", ""]
+    lines += _tests_table(statistics, titles)
+    return lines + ["", _note(statistics)]
+
+
+def _relative_error_table(rows, titles):
+    corrupted = titles[1:]
+    if not corrupted:
+        return []
+    lines = ["", "Relative corruption error (error under the corruption / "
+             "clean error, of the mean accuracies; 1 = unaffected):", "",
+             "| router | " + " | ".join(title for _, title in corrupted)
+             + " |", "|---|" + "---:|" * len(corrupted)]
+    for router, row in rows.items():
+        clean = row["accuracy"]["clean"]["mean"]
+        cells = []
+        for key, _ in corrupted:
+            ratio = stats.relative_corruption_error(
+                row["accuracy"][key]["mean"], clean)
+            cells.append("n/a (no error)" if ratio is None
+                         else "∞ (clean 100 %)" if math.isinf(ratio)
+                         else f"{ratio:.2f}")
+        lines.append(f"| {router} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _tests_table(statistics, titles):
+    lines = ["| model | column | difference [95 % interval] | t-test p | "
+             "Holm p | sign-flip p | McNemar p < 0.05 (seed pairs) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for model, row in statistics["models"].items():
+        for key, title in titles:
+            cell = row[key]
+            difference = cell["difference"]
+            text = f"{100 * difference['mean']:+.2f}"
+            if difference["low"] is not None:
+                text += (f" [{100 * difference['low']:+.2f}, "
+                         f"{100 * difference['high']:+.2f}]")
+            lines.append("| " + " | ".join([
+                model, title, text, _p(cell["t_test"]["p_value"]),
+                _p(cell["t_p_holm"]) + ("*" if cell["holds"] else ""),
+                _p((cell["sign_flip"] or {}).get("p_value")),
+                _mcnemar_cell(cell["mcnemar"])]) + " |")
+    return lines
+
+
+def _p(value):
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def _mcnemar_cell(results):
+    done = [result for result in results if result is not None]
+    if not done:
+        return "n/a (no predictions)"
+    below = sum(result["p_value"] < ALPHA for result in done)
+    return f"{below}/{len(done)}"
+
+
+def _note(statistics):
+    """What the marks, intervals and tests mean, and what they cannot
+    show with this many seeds."""
+    n = statistics["num_seeds"]
+    m = statistics["num_tests"]
+    reference = statistics["reference"]
+    if statistics["reason"] is not None:
+        across = (f"{statistics['reason'].capitalize()} (a spread over "
+                  "seeds needs at least 2), so no difference is marked.")
+    else:
+        across = (
+            f"Cells: mean over the {n} seeds [95 % Student-t interval of "
+            "that mean]. `*` on an accuracy cell: the difference from the "
+            f"reference `{reference}` holds: Student's paired t-test on the "
+            "per-seed "
+            "accuracy differences (each seed's model against the "
+            "reference's model of that seed, two-sided) has p < "
+            f"{ALPHA} after Holm's correction over all {m} model × column "
+            "tests (the t-tests' p-values are the ones corrected). The "
+            "exact sign-flip test of the same differences is given beside "
+            "it, uncorrected, as a check free of the normality assumption")
+        smallest = 2.0 / 2 ** n if n <= stats.MAX_SIGN_FLIP_VALUES else 0
+        if smallest and smallest * max(m, 1) >= ALPHA:
+            across += (f"; with {n} seeds its smallest possible p-value is "
+                       f"{smallest:.3g}, so after a Holm correction over "
+                       f"{m} tests it could not reach {ALPHA}")
+        elif n > stats.MAX_SIGN_FLIP_VALUES:
+            across += (f" (not computed for more than "
+                       f"{stats.MAX_SIGN_FLIP_VALUES} seeds)")
+        across += "."
+    return (f"{across} McNemar: the seed pairs (model and reference of the "
+            "same seed) whose per-image right/wrong table gives an exact "
+            f"McNemar p < {ALPHA}, not corrected for multiple tests (n/a: "
+            "no per-image predictions saved).")
