@@ -297,9 +297,16 @@ def test_every_application_serves_in_a_fresh_process(tmp_path):
                 if reconstruction:
                     np.testing.assert_allclose(
                         out["length"], scores["length"][:n], atol=1e-5)
+                    # The decoder reads the longest capsule. The lengths
+                    # agree within 1e-5, so where the two longest are
+                    # closer than 2e-5 (untrained models with uniform
+                    # couplings: gaps of 1e-6) either may win.
+                    top = np.sort(scores["length"][:n], axis=1)
+                    clear = top[:, -1] - top[:, -2] > 2e-5
                     np.testing.assert_allclose(
-                        out["reconstruction"], scores["reconstruction"][:n],
-                        atol=1e-5)
+                        np.asarray(out["reconstruction"])[clear],
+                        scores["reconstruction"][:n][clear], atol=1e-5,
+                        err_msg=f"{name} {kind} {n}")
                 else:
                     assert list(out) == [score_name], (name, kind)
                     np.testing.assert_allclose(
