@@ -103,7 +103,7 @@ _TINY_MODELS = {
                                       reconstruction=False), False),
     "cnn_vectors_decoder": (lambda: VectorCNN("mnist", input_shape=_SHAPE),
                             True),
-    "sabour_cnn": (lambda: SabourBaselineCNN("mnist", input_shape=(8, 8, 1)),
+    "sabour_cnn": (lambda: SabourBaselineCNN("mnist", input_shape=(4, 4, 1)),
                    False),
 }
 
