@@ -211,3 +211,30 @@ def test_two_concurrent_shards_fill_one_comparison(tmp_path):
 def _column(folder, name):
     with open(os.path.join(folder, "history.csv")) as file:
         return file.readline().strip().split(",").index(name)
+
+
+def test_a_comparison_target_is_checked_recorded_and_handed_on(tmp_path):
+    output_dir = str(tmp_path / "unused")
+    for kwargs, message in (
+            (dict(until_accuracy=1.5), "until_accuracy=1.5"),
+            (dict(until_accuracy=0.9, validation="test"),
+             "validation='test'"),
+            (dict(shard="2/1"), "shard=2/1"),
+            (dict(workers=2, isolation="session"), "isolation='session'")):
+        with pytest.raises(ValueError, match=message):
+            comparison.compare(["cnn"], "mnist", output_dir=output_dir,
+                               **kwargs)
+    assert not os.path.exists(output_dir)
+    settings = comparison._check_settings(
+        ["dynamic", "cnn"], "mnist", [0], 3, 2, 8, "holdout", True, None,
+        1234, until_accuracy=0.9)
+    assert settings["until_accuracy"] == 0.9
+    assert comparison.training_settings(
+        settings, "cnn", 0).until_accuracy == 0.9
+    # Without a target, compare.json is as before (no key): older
+    # comparisons resume.
+    settings = comparison._check_settings(
+        ["cnn"], "mnist", [0], 3, 2, 8, "holdout", True, None, 1234)
+    assert "until_accuracy" not in settings
+    assert comparison.training_settings(
+        settings, "cnn", 0).until_accuracy is None
