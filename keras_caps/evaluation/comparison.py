@@ -223,6 +223,14 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         return _unfinished(settings, models, runs, shard)
     results = {"settings": settings, "models": runs,
                "routers": _aggregate(runs, settings)}
+    _write_results(results, output_dir)
+    return results
+
+
+def _write_results(results, output_dir):
+    """Adds the learning curves to `results`, then writes the table
+    (`results.json`, `.csv`, `.md`) and the plots."""
+    settings = results["settings"]
     results["learning_curves"] = learning_curves.learning_curves(
         {router: {seed: run_dir(output_dir, router, seed)
                   for seed in settings["seeds"]}
@@ -239,8 +247,7 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             results["learning_curves"],
             os.path.join(output_dir, "learning_curves.png"))
     except ImportError as error:  # matplotlib is an optional extra.
-        warnings.warn(f"No plot written: {error}", UserWarning, stacklevel=2)
-    return results
+        warnings.warn(f"No plot written: {error}", UserWarning, stacklevel=3)
 
 
 def _unfinished(settings, models, runs, shard):
