@@ -18,7 +18,15 @@ evaluates every selected model on the same clean and corrupted test data
   (`model.keras`, `metrics.json`, ...) and its `robustness.json`;
 - `results.md`, `results.csv`, `results.json`: the table;
 - `accuracy_vs_severity.png`: accuracy against each corruption's severity,
-  one line per router with a +-std band (needs matplotlib).
+  one line per router with a +-std band (needs matplotlib);
+- `learning_curves.png`: every model's holdout accuracy against training
+  steps (`keras_caps.evaluation.learning_curves`; its data is under
+  `"learning_curves"` in `results.json`).
+
+`workers` trains several models at once (a process each), and `shard`
+only a share of them, so a job array fills one comparison folder; the
+table is written once every model is finished (see
+`keras_caps.evaluation.shards`).
 
 It resumes: a model whose run has finished (`metrics.json` written) is not
 trained again, and its evaluation is reused when it was made with the same
