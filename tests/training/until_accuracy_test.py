@@ -169,9 +169,9 @@ def test_train_stops_at_the_target_and_is_never_retrained(tmp_path):
 
 
 def test_a_run_resumed_after_reaching_its_target_trains_no_more(tmp_path):
-    # Killed during the third epoch (0-based 2), after its log row but
-    # before its backup: the run resumes at epoch 2. The second epoch
-    # reached the target, so nothing trains, and the stale row goes.
+    # The run resumes at epoch 2 (0-based) and its log shows the target
+    # reached at the second epoch (0-based 1): nothing trains, and a row
+    # past the resumed epoch (which a resumed run would train again) goes.
     path = tmp_path / "history.csv"
     path.write_text("epoch,loss,val_accuracy\n0,1.0,0.4\n1,0.8,0.92\n"
                     "2,0.7,0.95\n")
@@ -180,6 +180,8 @@ def test_a_run_resumed_after_reaching_its_target_trains_no_more(tmp_path):
     assert reached == {"epoch": 2, "accuracy": 0.92}
     assert [row["epoch"] for row in _history(str(tmp_path))] == ["0", "1"]
     assert fit._target_reached_before(None, str(tmp_path), 2) is None
-    # Not reached before the resumed epoch: training goes on.
+    # Killed after the second epoch's log row but before its backup: the
+    # run resumes at epoch 1, where the target was not reached yet, and
+    # trains that epoch again.
     assert fit._target_reached_before(AccuracyTarget(0.9), str(tmp_path),
                                       epoch=1) is None
