@@ -86,6 +86,8 @@ _FAKE_CHILD = """import json, os, sys, time
 arguments = json.loads(sys.argv[1])
 task = arguments["task"]
 start = time.time()
+while task["after"] and not os.path.exists(task["after"]):
+    time.sleep(0.01)
 time.sleep(task["sleep"])
 with open(task["folder"], "w") as file:
     json.dump({"start": start, "end": time.time(),
@@ -97,10 +99,15 @@ if task["fail"]:
 """
 
 
-def _fake_tasks(folder, sleeps, failing=()):
+def _fake_tasks(folder, sleeps, failing=(), after=None):
+    """Fake tasks sleeping `sleeps`; `after[i]`: task i starts its sleep
+    once task `after[i]` has written its record."""
+    after = after or {}
     return [{"router": f"m{index}", "settings": {"seed": 0},
              "folder": str(folder / f"m{index}.json"), "sleep": sleep,
-             "fail": index in failing}
+             "fail": index in failing,
+             "after": (str(folder / f"m{after[index]}.json")
+                       if index in after else None)}
             for index, sleep in enumerate(sleeps)]
 
 
@@ -133,7 +140,10 @@ def test_workers_run_that_many_processes_at_once(tmp_path, monkeypatch):
 def test_after_a_failure_no_process_starts_and_it_is_raised(tmp_path,
                                                             monkeypatch):
     monkeypatch.setattr(comparison_process, "_BOOTSTRAP", _FAKE_CHILD)
-    tasks = _fake_tasks(tmp_path, [0.05, 1.0, 0.05, 0.05], failing=(0,))
+    # m1 runs on for 0.5 s after m0 failed, so m0's failure is seen
+    # first, however loaded the machine.
+    tasks = _fake_tasks(tmp_path, [0.05, 0.5, 0.05, 0.05], failing=(0,),
+                        after={1: 0})
     with pytest.raises(ValueError, match="'m0' with seed 0 failed: boom"):
         comparison_process.train_and_evaluate_in_processes(
             tasks, workers=2, poll_seconds=0.02)
