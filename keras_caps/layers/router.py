@@ -434,6 +434,38 @@ class Router(keras.layers.Layer):
             return
         super().load_own_variables(store)
 
+    # --- Cost ------------------------------------------------------------
+
+    def multiply_adds(self, input_shape):
+        """Multiply–adds of routing one example, counted from shapes.
+
+        The convention, the same for every router: each product of two
+        numbers summed into a contraction (a vote matrix times a pose, an
+        agreement dot product, a weighted sum over the children) counts
+        as one multiply–add; elementwise work (softmax, squash, LayerNorm,
+        logistic, log-likelihood normalisers, bias additions, activation
+        scaling) counts nothing. The count follows the router's
+        equations as its paper writes them (votes built, keys built),
+        whatever shortcut the implementation takes, so it is a property of
+        the method, not of a backend.
+
+        Args:
+            input_shape: The layer's input shape, batch first (the batch
+                size is ignored).
+
+        Returns:
+            int. Multiply–adds per example.
+        """
+        raise NotImplementedError(
+            f"`{type(self).__name__}` does not implement `multiply_adds`: "
+            "give it the count of its equations (see `Router.multiply_adds`"
+            ").")
+
+    def _child_parent_pairs(self, input_shape):
+        """Children times parents, over every output position."""
+        shape = self.compute_couplings_shape(input_shape)
+        return int(shape[2]) * int(shape[3])
+
 
 def _check_seed(seed):
     if seed is None:
