@@ -61,6 +61,8 @@ from keras_caps.training.run_folder import RunFolder
 from keras_caps.training.run_folder import check_output_folder
 from keras_caps.training.run_folder import remove_backup
 from keras_caps.training.run_lock import RunLock
+from keras_caps.training.step_timer import SteadyStepTimer
+from keras_caps.training.step_timer import peak_memory_mb
 from keras_caps.training.strategy import DEFAULT_WORKER_TIMEOUT
 from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
@@ -632,6 +634,9 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         # The family's own schedules go with the others, before the logs.
         callbacks[:0] = family.recipe_callbacks(settings.preset_name(),
                                                 settings.epochs)
+    # First: its batch end is read before the backup's checkpoint runs.
+    step_timer = SteadyStepTimer()
+    callbacks.insert(0, step_timer)
     train_batches = int(tf.data.experimental.cardinality(splits["train"]))
     steps_per_epoch = settings.steps_per_epoch or (
         train_batches if train_batches > 0 else None)
@@ -662,6 +667,10 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         "train_steps_this_run": backup.steps_this_run,
         "train_steps_total": total_steps,
         "train_seconds_this_run": round(train_seconds, 1),
+        # This process's training batches without the warm-up steps, and
+        # its peak resident memory (framework runtime included).
+        **step_timer.record(),
+        "peak_memory_mb": peak_memory_mb(),
     }
 
 
