@@ -15,6 +15,7 @@ that none of these rules knows raises a `ValueError` naming it, so an
 unknown layer is never counted as free.
 """
 
+import logging
 import math
 
 import keras
@@ -276,3 +277,36 @@ _COUNTERS = (
     (layers.ConvPrimaryCaps, _conv_primary_caps),
     (layers.PrimaryMatrixCaps, _primary_matrix_caps),
 )
+
+
+def cost_record(model):
+    """The costs an evaluation record keeps, `None` where not countable.
+
+    A model with a layer whose multiply–adds are unknown gets `None`
+    counts and a logged warning naming the layer, so an evaluation still
+    completes; parameters are always counted.
+
+    Returns:
+        dict: `"trainable_parameters_with_decoder"`,
+        `"decoder_parameters"`, `"multiply_adds"` (the classifier path)
+        and `"decoder_multiply_adds"`.
+
+    Example:
+
+    >>> inputs = keras.Input((4,))
+    >>> record = cost_record(keras.Model(inputs, keras.layers.Dense(2)(
+    ...     inputs)))
+    >>> record["multiply_adds"], record["trainable_parameters_with_decoder"]
+    (8, 10)
+    """
+    parameters = count_parameters(model)
+    try:
+        counts = count_multiply_adds(model)
+    except (ValueError, NotImplementedError) as error:
+        logging.warning("Multiply-adds of %r not counted: %s", model.name,
+                        error)
+        counts = {"total": None, "decoder": None}
+    return {"trainable_parameters_with_decoder": parameters["trainable"],
+            "decoder_parameters": parameters["decoder"],
+            "multiply_adds": counts["total"],
+            "decoder_multiply_adds": counts["decoder"]}
