@@ -73,7 +73,10 @@ class Router(keras.layers.Layer):
     - `compute_output_shape(input_shape)` and
       `compute_couplings_shape(input_shape)`;
     - `get_config()` with its own arguments (the base adds
-      `num_capsules`, `capsule_dim` and `temperature`).
+      `num_capsules`, `capsule_dim` and `temperature`);
+    - `multiply_adds(input_shape)`: the multiply–adds of routing one
+      example, counted from its paper's equations (the convention is
+      `Router.multiply_adds`'s).
 
     Routers with `coupling_options` beyond `"softmax"` (`DynamicRouting`,
     `HybridRouting`, `AttentionRouting`) replace the softmax with the
