@@ -262,6 +262,25 @@ def _primary_matrix_caps(layer, input_shape, output_shape):
     return math.prod(input_shape[1:-1]) * math.prod(layer.kernel.shape)
 
 
+def _inverted_attention_stack(layer, input_shape, output_shape):
+    # Tsai et al. (2020), Procedure 1, all layers routed together: each
+    # layer's votes in every pass (the bottom layer's children are fixed:
+    # its votes once; routed one layer after the other, every layer's
+    # children are fixed while it routes), and per pass after the uniform
+    # first the agreement and the weighted sum of each child-parent pair.
+    passes = layer.num_iterations
+    count = 0
+    for index, (router, shape) in enumerate(zip(
+            layer.layers, layer._layer_input_shapes(input_shape))):
+        vote_passes = passes
+        if index == 0 or layer.schedule == "sequential":
+            vote_passes = 1
+        count += router._child_parent_pairs(shape) * (
+            vote_passes * router.vote_multiply_adds(shape)
+            + 2 * (passes - 1) * router.capsule_dim)
+    return count
+
+
 _COUNTERS = (
     (keras.layers.DepthwiseConv2D, _depthwise),
     (keras.layers.SeparableConv2D, _separable),
@@ -276,6 +295,7 @@ _COUNTERS = (
     (layers.PrimaryCaps, _primary_caps),
     (layers.ConvPrimaryCaps, _conv_primary_caps),
     (layers.PrimaryMatrixCaps, _primary_matrix_caps),
+    (layers.InvertedAttentionRoutingStack, _inverted_attention_stack),
 )
 
 

@@ -548,12 +548,15 @@ class InvertedAttentionRouting(Router):
         agreement and the weighted sum, `capsule_dim` each (the uniform
         pass only adds).
         """
-        if self.pose == "matrix":
-            vote = self._pose_side ** 3
-        else:
-            vote = int(input_shape[-1]) * self.capsule_dim
         return self._child_parent_pairs(input_shape) * (
-            vote + 2 * (self.num_iterations - 1) * self.capsule_dim)
+            self.vote_multiply_adds(input_shape)
+            + 2 * (self.num_iterations - 1) * self.capsule_dim)
+
+    def vote_multiply_adds(self, input_shape):
+        """Multiply–adds of one child's vote for one parent."""
+        if self.pose == "matrix":
+            return self._pose_side ** 3
+        return int(input_shape[-1]) * self.capsule_dim
 
 
 class _LazyVotes:

@@ -135,6 +135,23 @@ def test_router_formulas_by_hand():
         assert layer.multiply_adds(shape) == expected, type(layer).__name__
 
 
+@pytest.mark.single_backend
+def test_inverted_attention_stack_by_hand():
+    # 6 children of 4 entries -> 3 parents -> 2 parents, 4-D vector poses,
+    # 3 passes. Bottom: 18 pairs x (vote 16 once + 2 passes x 2 x 4);
+    # top, concurrent: 6 pairs x (vote 16 in each of 3 passes + 16);
+    # sequential: its votes once, 6 x (16 + 16).
+    for schedule, top in (("concurrent", 6 * (48 + 16)),
+                          ("sequential", 6 * (16 + 16))):
+        stack = layers.InvertedAttentionRoutingStack(
+            [layers.InvertedAttentionRouting(3, 4, pose="vector"),
+             layers.InvertedAttentionRouting(2, 4, pose="vector")],
+            num_iterations=3, schedule=schedule, name="stack")
+        inputs = keras.Input((6, 4))
+        count = count_multiply_adds(keras.Model(inputs, stack(inputs)))
+        assert count["per_layer"] == {"stack": 18 * 32 + top}, schedule
+
+
 def _xla_flops_per_example(layer, shape):
     """XLA's flops of one call, per example: batches of 4 and 8 differ by
     4 examples, which drops the work done once per batch."""
