@@ -239,7 +239,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     trained_now = _train_models(
         shards.shard_models(models, shard), settings, output_dir,
         (verbose, isolation, download, data_dir), workers)
-    runs = [_model_record(router, seed, settings, output_dir, trained_now)
+    runs = [_model_record(router, seed, settings, output_dir, trained_now,
+                          isolation)
             for router, seed in models]
     if None in runs:
         return _unfinished(settings, models, runs, shard)
@@ -600,7 +601,8 @@ def _train_models(models, settings, output_dir, options, workers):
     return trained_now
 
 
-def _model_record(router, seed, settings, output_dir, trained_now):
+def _model_record(router, seed, settings, output_dir, trained_now,
+                  isolation):
     """One model's record for the table; `None` while it is not finished
     (trained and evaluated: another share's, or another worker's)."""
     folder = run_dir(output_dir, router, seed)
@@ -622,6 +624,8 @@ def _model_record(router, seed, settings, output_dir, trained_now):
             # `None`: unknown (no steps recorded, or none taken).
             "train_ms_per_step": (1000.0 * seconds / steps if steps
                                   else None),
+            **_run_costs(training_record, isolation,
+                         (router, seed) not in trained_now),
             "selected_epoch": training_record["selected_epoch"],
             # Trained until an accuracy: whether and where it was reached.
             "until_accuracy": training_record.get("until_accuracy"),
@@ -775,14 +779,55 @@ def _aggregate(runs, settings):
             "speed_seeds": [run["seed"] for run in timed],
             "images_per_second": float(np.mean(
                 [e["clean"]["images_per_second"] for e in evaluations])),
-            "per_seed": {
-                "seeds": [run["seed"] for run in mine],
-                "accuracy": {key: [_accuracy(e, key) for e in evaluations]
-                             for key, _ in columns(settings)},
-                "macro_accuracy": [e["clean"]["macro_accuracy"]
-                                   for e in evaluations]},
+            **_aggregate_costs(mine, evaluations),
         }
     return aggregated
+
+
+def _run_costs(training_record, isolation, trained_before):
+    """A run's steady speed and peak memory, from its `metrics.json`.
+
+    `None` where the record (written by an earlier keras_caps) lacks them.
+    The peak memory is the training process's: one model's under process
+    isolation (`"peak_memory_per_model": True`), the whole session's so
+    far under session isolation (`False`), unknown for a model trained by
+    an earlier command (`None`).
+    """
+    per_model = None
+    if not trained_before:
+        per_model = isolation == "process"
+    return {"steady_ms_per_step": training_record.get("steady_ms_per_step"),
+            "steady_steps": training_record.get("steady_steps", 0),
+            "peak_memory_mb": training_record.get("peak_memory_mb"),
+            "peak_memory_per_model": per_model}
+
+
+def _aggregate_costs(runs, evaluations):
+    """A router's costs over its seeds (new keys of `_aggregate`).
+
+    Parameters and multiply–adds are the first seed's (the same for every
+    seed; `None` in evaluations written by an earlier keras_caps); the
+    steady ms/step is the mean over the seeds that timed steps
+    (`"steady_speed_seeds"`), the peak memory the largest over the seeds
+    that recorded it, per model only if every seed's was.
+    """
+    first = evaluations[0]
+    timed = [run for run in runs if run.get("steady_ms_per_step") is not None]
+    measured = [run for run in runs if run.get("peak_memory_mb") is not None]
+    return {
+        "trainable_parameters_with_decoder": first.get(
+            "trainable_parameters_with_decoder"),
+        "decoder_parameters": first.get("decoder_parameters"),
+        "multiply_adds": first.get("multiply_adds"),
+        "decoder_multiply_adds": first.get("decoder_multiply_adds"),
+        "steady_ms_per_step": float(np.mean(
+            [run["steady_ms_per_step"] for run in timed])) if timed else None,
+        "steady_speed_seeds": [run["seed"] for run in timed],
+        "peak_memory_mb": max(run["peak_memory_mb"] for run in measured)
+        if measured else None,
+        "peak_memory_per_model": bool(measured) and all(
+            run.get("peak_memory_per_model") is True for run in measured),
+    }
 
 
 def results_csv(results):

@@ -64,6 +64,8 @@ from keras_caps.training.run_folder import RunFolder
 from keras_caps.training.run_folder import check_output_folder
 from keras_caps.training.run_folder import remove_backup
 from keras_caps.training.run_lock import RunLock
+from keras_caps.training.step_timer import SteadyStepTimer
+from keras_caps.training.step_timer import peak_memory_mb
 from keras_caps.training.strategy import DEFAULT_WORKER_TIMEOUT
 from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
@@ -642,6 +644,9 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
     if settings.until_accuracy is not None:
         target = AccuracyTarget(settings.until_accuracy)
         callbacks.insert(-1, target)  # After the logs, before the backup.
+    # First: its batch end is read before the backup's checkpoint runs.
+    step_timer = SteadyStepTimer()
+    callbacks.insert(0, step_timer)
     train_batches = int(tf.data.experimental.cardinality(splits["train"]))
     steps_per_epoch = settings.steps_per_epoch or (
         train_batches if train_batches > 0 else None)
@@ -675,6 +680,10 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         "train_steps_total": total_steps,
         "train_seconds_this_run": round(train_seconds, 1),
         **_target_record(target, reached_before, steps_per_epoch),
+        # This process's training batches without the warm-up steps, and
+        # its peak resident memory (framework runtime included).
+        **step_timer.record(),
+        "peak_memory_mb": peak_memory_mb(),
     }
 
 
