@@ -725,7 +725,7 @@ def results_record(runs, settings, reference=None):
     """The `results.json` record of finished `runs`.
 
     Args:
-        runs: list of dict. One per model (`_run_model`'s records).
+        runs: list of dict. One per model (`_model_record`'s records).
         settings: dict. The comparison's settings.
         reference: str or `None`. The model the others are tested against
             (`None`: the first router).

@@ -213,9 +213,19 @@ _XLA_CASES = {
 }
 
 
+# Each case compiles its router twice (about 7 s on 2 CPU cores): four
+# run in CI's JAX stage, one per kind of formula (votes only, iterations,
+# folded attention, per-child routing weights); the rest with --run_large.
+_XLA_CASES_IN_CI = ("AttentionRouting", "DynamicRouting", "FCCaps",
+                    "SelfRouting")
+
+
 @pytest.mark.skipif(keras.backend.backend() != "jax",
                     reason="XLA's cost analysis through jax.jit")
-@pytest.mark.parametrize("case", sorted(_XLA_CASES))
+@pytest.mark.parametrize("case", [
+    pytest.param(case, marks=() if case in _XLA_CASES_IN_CI
+                 else pytest.mark.large)
+    for case in sorted(_XLA_CASES)])
 def test_router_count_against_xla(case):
     make, implementation = _XLA_CASES[case]
     layer = make()
