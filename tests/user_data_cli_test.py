@@ -234,6 +234,13 @@ def test_compare_on_an_image_folder(folder_run, tmp_path, capsys):
         folder_run["run"] / "metrics.json")["data_source"]
     model = results["models"][0]
     assert model["evaluation"]["clean"]["num_images"] == 4
+    # The costs of a model without a decoder: none of them the decoder's.
+    evaluation = model["evaluation"]
+    assert evaluation["multiply_adds"] > 0
+    assert (evaluation["decoder_multiply_adds"],
+            evaluation["decoder_parameters"]) == (0, 0)
+    assert (evaluation["trainable_parameters_with_decoder"]
+            == evaluation["trainable_parameters"])
     trained = _json(tmp_path / "compare" / "models" / "cnn_seed0"
                     / "metrics.json")
     assert trained["data_source"] == settings["data"]["source"]

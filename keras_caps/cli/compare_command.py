@@ -46,6 +46,7 @@ def add_compare_command(commands):
                          "test over seeds, Holm-corrected; McNemar per "
                          "seed pair). Defaults to the first of --routers.")
     _add_recipe_arguments(compare)
+    _add_scale_out_arguments(compare)
     add_data_arguments(compare)
     add_user_data_arguments(compare, preset=True)
     compare.add_argument("--output-dir", default=None,
@@ -75,6 +76,22 @@ def _add_recipe_arguments(compare):
                          "clearing the Keras session between models.")
 
 
+def _add_scale_out_arguments(compare):
+    from keras_caps.cli.train_command import add_until_accuracy_argument
+
+    add_until_accuracy_argument(compare, what="each model")
+    compare.add_argument("--workers", type=positive_int, default=1,
+                         help="Train this many models at once, each in its "
+                         "own process on an equal share of the cores "
+                         "(default 1).")
+    compare.add_argument("--shard", default=None, metavar="K/N",
+                         help="Train only the K-th of N shares of the "
+                         "(model, seed) list, for a job array filling one "
+                         "--output-dir on a shared file system; the table "
+                         "is written by the share that finishes last (or "
+                         "rerun without --shard).")
+
+
 def run_compare(args):
     """Runs the comparison and prints its table. Returns 0."""
     from keras_caps.evaluation import compare
@@ -93,15 +110,34 @@ def run_compare(args):
         corruptions=requested_corruptions(args),
         evaluation_seed=args.corruption_seed, isolation=args.isolation,
         verbose=0, download=args.download, preset=args.preset,
-        read_options=user_data_options(args), reference=args.reference)
+        read_options=user_data_options(args), reference=args.reference,
+        until_accuracy=args.until_accuracy, workers=args.workers,
+        shard=args.shard)
+    if "unfinished" in results:
+        _print_unfinished(results, args, output_dir)
+        return 0
     with open(os.path.join(output_dir, "results.md")) as file:
         print(file.read())
     for router, row in results["routers"].items():
         print(f"{router}: {row['trainable_parameters']:,} trainable "
               "parameters")
-    print(f"Wrote results.md, results.csv, results.json and "
-          f"accuracy_vs_severity.png under {output_dir}")
+    print(f"Wrote results.md, results.csv, results.json, "
+          f"accuracy_vs_severity.png and learning_curves.png under "
+          f"{output_dir}")
     return 0
+
+
+def _print_unfinished(results, args, output_dir):
+    """What a share that finished before the others prints."""
+    unfinished = results["unfinished"]
+    done = len(results["models"])
+    mine = (f"Share {args.shard} is finished" if args.shard
+            else "This command's models are finished")
+    print(f"{mine}: {done} of {done + len(unfinished)} models of the "
+          f"comparison in {output_dir} are; still to finish: "
+          f"{', '.join(unfinished)}. The table will be written by the share "
+          "that finishes last, or by rerunning this command without "
+          "--shard once every share has finished.")
 
 
 def _output_dir(args):

@@ -30,6 +30,7 @@ def add_train_command(commands):
                        "recipe (on for CapsNet, off for the others).")
     _add_run_arguments(train)
     _add_temperature_arguments(train)
+    add_until_accuracy_argument(train)
     train.set_defaults(handler=run_train, on_interrupt=_describe_interrupted)
 
 
@@ -109,6 +110,18 @@ def _add_temperature_arguments(train):
                        help="The floor tau_min. Default: min(1, tau_0).")
 
 
+def add_until_accuracy_argument(parser, what="the model"):
+    """`--until-accuracy A` (of `train` and `compare`)."""
+    parser.add_argument(
+        "--until-accuracy", type=float, default=None, metavar="A",
+        help=f"Train {what} until the validation accuracy (holdout, checked "
+        "at each epoch's end) reaches A, in (0, 1), at most --epochs; the "
+        "selected model is the first epoch that reached it, and the record "
+        "says whether and where it was reached (Sabour et al. 2017, "
+        "section 5.2: models compared at matched clean accuracy). Not with "
+        "--validation test.")
+
+
 def run_train(args):
     """Trains as the flags say; prints the metrics record. Returns 0."""
     from keras_caps import training
@@ -139,7 +152,7 @@ def run_train(args):
         routing_temperature=args.routing_temperature,
         temperature_decay=args.temperature_decay,
         min_temperature=args.min_temperature, download=args.download,
-        **user_data_options(args))
+        until_accuracy=args.until_accuracy, **user_data_options(args))
     print(json.dumps(record, indent=2, sort_keys=True))
     print(f"Saved model, export and metrics under {output_dir}")
     return 0

@@ -9,8 +9,12 @@ Backend-agnostic (no TensorFlow, no matplotlib): the training callback
   and geometric agreement per pass, from couplings (and votes).
 - `routing_layer_diagnostics`: the same for every router of a model on a
   batch, through each router's `routing_trace`.
+- `count_multiply_adds`, `count_parameters`: a model's inference
+  multiply–adds and trainable parameters, decoder apart, from shapes.
 """
 
+from keras_caps.diagnostics.costs import count_multiply_adds
+from keras_caps.diagnostics.costs import count_parameters
 from keras_caps.diagnostics.router_search import find_routers
 from keras_caps.diagnostics.routing_layer_diagnostics import diagnosable_routers
 from keras_caps.diagnostics.routing_layer_diagnostics import (

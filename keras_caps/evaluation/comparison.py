@@ -21,7 +21,15 @@ evaluates every selected model on the same clean and corrupted test data
   (`keras_caps.evaluation.comparison_significance`), relative corruption
   errors;
 - `accuracy_vs_severity.png`: accuracy against each corruption's severity,
-  one line per router with a +-std band (needs matplotlib).
+  one line per router with a +-std band (needs matplotlib);
+- `learning_curves.png`: every model's holdout accuracy against training
+  steps (`keras_caps.evaluation.learning_curves`; its data is under
+  `"learning_curves"` in `results.json`).
+
+`workers` trains several models at once (a process each), and `shard`
+only a share of them, so a job array fills one comparison folder; the
+table is written once every model is finished (see
+`keras_caps.evaluation.shards`).
 
 It resumes: a model whose run has finished (`metrics.json` written) is not
 trained again, and its evaluation is reused when it was made with the same
@@ -65,7 +73,9 @@ from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import comparison_significance
 from keras_caps.evaluation import comparison_statistics
+from keras_caps.evaluation import learning_curves
 from keras_caps.evaluation import robustness
+from keras_caps.evaluation import shards
 from keras_caps.evaluation import user_data_comparison
 from keras_caps.training.atomic_files import write_atomically
 from keras_caps.training.atomic_files import write_json_atomically
@@ -156,7 +166,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             batch_size=None, data_dir=None, validation="holdout",
             reconstruction=True, corruptions=None, evaluation_seed=1234,
             isolation="process", verbose=0, download=True, preset=None,
-            read_options=None, reference=None):
+            read_options=None, reference=None, until_accuracy=None,
+            workers=1, shard=None):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -208,11 +219,32 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             against on every column (`keras_caps.evaluation.
             comparison_significance.reference_tests`); `None`: the first
             of `routers`. Only the report depends on it.
+        until_accuracy: float in (0, 1) or `None`. Train each model until
+            its holdout accuracy reaches it, at most `epochs` (Sabour et
+            al. 2017, section 5.2: models compared at matched clean
+            accuracy); each model's record says whether and at which epoch
+            and step it was reached, and one that does not reach it is
+            kept (selected at its best epoch) and marked. Recorded in
+            `compare.json`; refused with `validation="test"` (see
+            `TrainingSettings`).
+        workers: int. Models trained at once, each in its own process
+            (isolation="process"), on an equal share of the cores.
+            Defaults to `1`.
+        shard: `"K/N"`, `(K, N)` or `None`. Train only the K-th of N
+            shares of the (model, seed) list (`keras_caps.evaluation.
+            shards.shard_models`), so a job array fills one comparison
+            folder from many machines; the table is written once every
+            model is finished (by the last share, or a rerun without
+            `shard`).
 
     Returns:
         dict: the `results.json` record (`"settings"` with `"data"`,
         `"models"` per run, `"routers"` aggregated over seeds,
-        `"statistics"`: the tests against the reference).
+        `"statistics"`: the tests against the reference,
+        `"learning_curves"` per router). When models of other shares are
+        not finished yet, no table is written and the record holds
+        `"settings"`, the finished `"models"` and `"unfinished"` (the
+        models' folder names).
 
     Raises:
         ValueError: bad settings; an `output_dir` holding another
@@ -238,6 +270,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             f"Received: isolation={isolation!r}")
     if routers is None:
         routers = default_models(reconstruction)
+    workers = shards.check_workers(workers, isolation)
+    shard = shards.parse_shard(shard)
     # Every model trains with `train`: a backend it refuses is refused
     # before any data is read or the folder is claimed.
     check_backend("`keras-caps compare` (`keras_caps.evaluation.compare`)")
@@ -259,7 +293,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             f"preset={preset!r}, read_options={read_options!r}")
     settings = _check_settings(
         routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
-        validation, reconstruction, corruptions, evaluation_seed, preset)
+        validation, reconstruction, corruptions, evaluation_seed, preset,
+        until_accuracy)
     reference = _check_reference(reference, settings["routers"])
     settings["data"] = (data_record(dataset, data_dir)
                         if user_data is None else user_data)
@@ -268,12 +303,29 @@ def compare(routers=None, dataset="mnist", *, output_dir,
         data_dir = settings["data"]["data_dir"]
     elif data_dir is not None:
         data_dir = os.path.abspath(data_dir)
-    runs = []
-    for router in settings["routers"]:
-        for seed in settings["seeds"]:
-            runs.append(_run_model(router, seed, settings, output_dir,
-                                   verbose, isolation, download, data_dir))
+    models = [(router, seed) for router in settings["routers"]
+              for seed in settings["seeds"]]
+    trained_now = _train_models(
+        shards.shard_models(models, shard), settings, output_dir,
+        (verbose, isolation, download, data_dir), workers)
+    runs = [_model_record(router, seed, settings, output_dir, trained_now,
+                          isolation)
+            for router, seed in models]
+    if None in runs:
+        return _unfinished(settings, models, runs, shard)
     results = results_record(runs, settings, reference)
+    _write_results(results, output_dir)
+    return results
+
+
+def _write_results(results, output_dir):
+    """Adds the learning curves to `results`, then writes the table
+    (`results.json`, `.csv`, `.md`) and the plots."""
+    settings = results["settings"]
+    results["learning_curves"] = learning_curves.learning_curves(
+        {router: {seed: run_dir(output_dir, router, seed)
+                  for seed in settings["seeds"]}
+         for router in settings["routers"]})
     write_json_atomically(os.path.join(output_dir, "results.json"), results)
     write_text_atomically(os.path.join(output_dir, "results.csv"),
                           results_csv(results))
@@ -282,14 +334,33 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     plot_path = os.path.join(output_dir, "accuracy_vs_severity.png")
     try:
         plot_accuracy_vs_severity(results, plot_path)
+        learning_curves.plot_learning_curves(
+            results["learning_curves"],
+            os.path.join(output_dir, "learning_curves.png"))
     except ImportError as error:  # matplotlib is an optional extra.
-        warnings.warn(f"No plot written: {error}", UserWarning, stacklevel=2)
-    return results
+        warnings.warn(f"No plot written: {error}", UserWarning, stacklevel=3)
+
+
+def _unfinished(settings, models, runs, shard):
+    """What `compare` returns while models of other shares (or of another
+    worker) are not finished: no table is written yet."""
+    unfinished = [os.path.basename(run_dir("", router, seed))
+                  for (router, seed), run in zip(models, runs, strict=True)
+                  if run is None]
+    where = ("the share that finishes last writes it, or rerun without "
+             "--shard once every share has finished" if shard is not None
+             else "rerun the same command once they are")
+    logging.info("%d of %d models are finished; not yet %s, so no table "
+                 "is written: %s.", len(models) - len(unfinished),
+                 len(models), ", ".join(unfinished), where)
+    return {"settings": settings,
+            "models": [run for run in runs if run is not None],
+            "unfinished": unfinished}
 
 
 def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
                     batch_size, validation, reconstruction, corruptions,
-                    evaluation_seed, preset=None):
+                    evaluation_seed, preset=None, until_accuracy=None):
     """The comparison's settings (`compare.json`), checked and resolved;
     `preset`: that of a user's dataset (then recorded; user data is scored
     on clean test images only)."""
@@ -306,7 +377,7 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
     recipe = TrainingSettings(
         COMPARED_MODELS[routers[0]], dataset, epochs=epochs,
         steps_per_epoch=steps_per_epoch, batch_size=batch_size,
-        validation=validation, preset=preset)
+        validation=validation, preset=preset, until_accuracy=until_accuracy)
     if preset is not None:
         recipe.resolve()  # Refuses a preset the compared models lack.
         corruptions = dict(user_data_comparison.NO_CORRUPTIONS)
@@ -326,6 +397,8 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
     }
     if preset is not None:
         settings["preset"] = preset
+    if recipe.until_accuracy is not None:  # Absent: no target (as before).
+        settings["until_accuracy"] = recipe.until_accuracy
     return settings
 
 
@@ -400,7 +473,7 @@ def training_settings(settings, router, seed):
         # The CNNs have no decoder, the ladder's step 3 always has one.
         reconstruction=model_reconstruction(router,
                                             settings["reconstruction"]),
-        **user_data)
+        until_accuracy=settings.get("until_accuracy"), **user_data)
 
 
 def _claim_output_dir(output_dir, settings):
@@ -421,13 +494,42 @@ def _claim_output_dir(output_dir, settings):
         if previous != current:
             write_json_atomically(path, settings)
         return
-    if os.path.isdir(output_dir) and os.listdir(output_dir):
+    if os.path.isdir(output_dir) and _entries(output_dir):
+        if os.path.exists(path):  # Another share claimed it meanwhile.
+            return _claim_output_dir(output_dir, settings)
         raise ValueError(
             f"{output_dir!r} is not empty and holds no {SETTINGS_FILE}: "
             "it is not a comparison folder; nothing was overwritten. "
             "Choose an empty or new --output-dir.")
     os.makedirs(output_dir, exist_ok=True)
-    write_json_atomically(path, settings)
+    if not _create_record(path, settings):  # Another share was first.
+        _claim_output_dir(output_dir, settings)
+
+
+def _entries(folder):
+    """The names in `folder` but the temporary files of a write under
+    way (another share's `compare.json`)."""
+    return [name for name in os.listdir(folder)
+            if not name.startswith(".tmp-")]
+
+
+def _create_record(path, record):
+    """Writes the JSON `record` at `path` unless a file is there (shares
+    starting at once: one writes it, the others compare with it); returns
+    whether it wrote."""
+    temporary = os.path.join(os.path.dirname(path),
+                             f".tmp-{os.getpid()}-new-{os.path.basename(path)}")
+    write_json_atomically(temporary, record)
+    try:
+        os.link(temporary, path)  # Atomic, and fails when `path` exists.
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # A file system without hard links: a plain write.
+        write_json_atomically(path, record)
+        return True
+    finally:
+        os.remove(temporary)
 
 
 def _check_same_comparison(output_dir, previous, current):
@@ -536,27 +638,50 @@ def _finished_evaluation(folder, evaluation):
     return finished
 
 
-def _run_model(router, seed, settings, output_dir, verbose, isolation,
-               download, data_dir):
-    """Trains and evaluates one model unless done; returns its record."""
-    folder = run_dir(output_dir, router, seed)
+def _train_models(models, settings, output_dir, options, workers):
+    """Trains and evaluates each `(router, seed)` of `models` not done,
+    `workers` at once; returns those that had no finished run before."""
+    verbose, isolation, download, data_dir = options
     evaluation = _evaluation_settings(settings)
-    metrics_path = os.path.join(folder, "metrics.json")
-    trained_before = os.path.exists(metrics_path)
-    task = {"router": router,
-            "settings": training_settings(settings, router, seed),
-            "folder": folder, "evaluation": evaluation,
-            "data_dir": data_dir, "verbose": verbose,
-            "download": download}
-    if trained_before and _finished_evaluation(folder, evaluation):
-        logging.info("%s, seed %d: already trained and evaluated", router,
-                     seed)
-    elif isolation == "process":
-        comparison_process.train_and_evaluate_in_a_process(
-            {**task, "settings": task["settings"].to_record()})
+    tasks, trained_now = [], set()
+    for router, seed in models:
+        folder = run_dir(output_dir, router, seed)
+        if not os.path.exists(os.path.join(folder, "metrics.json")):
+            trained_now.add((router, seed))
+        elif _finished_evaluation(folder, evaluation):
+            logging.info("%s, seed %d: already trained and evaluated",
+                         router, seed)
+            continue
+        tasks.append({"router": router,
+                      "settings": training_settings(settings, router, seed),
+                      "folder": folder, "evaluation": evaluation,
+                      "data_dir": data_dir, "verbose": verbose,
+                      "download": download})
+    if isolation == "session":
+        for task in tasks:
+            train_and_evaluate(**task)
+            _free_memory()
+        return trained_now
+    tasks = [{**task, "settings": task["settings"].to_record()}
+             for task in tasks]
+    if workers == 1:
+        for task in tasks:
+            comparison_process.train_and_evaluate_in_a_process(task)
     else:
-        train_and_evaluate(**task)
-        _free_memory()
+        comparison_process.train_and_evaluate_in_processes(tasks, workers)
+    return trained_now
+
+
+def _model_record(router, seed, settings, output_dir, trained_now,
+                  isolation):
+    """One model's record for the table; `None` while it is not finished
+    (trained and evaluated: another share's, or another worker's)."""
+    folder = run_dir(output_dir, router, seed)
+    evaluation = _finished_evaluation(folder,
+                                      _evaluation_settings(settings))
+    metrics_path = os.path.join(folder, "metrics.json")
+    if evaluation is None or not os.path.exists(metrics_path):
+        return None
     training_record = _read_record(
         metrics_path, f"It is the training record of {router!r} with seed "
         f"{seed}: restore it, or move the model's folder {folder!r} out of "
@@ -565,14 +690,18 @@ def _run_model(router, seed, settings, output_dir, verbose, isolation,
     steps = training_record.get("train_steps_this_run")
     return {"router": router, "seed": seed,
             "model_path": os.path.join(folder, "model.keras"),
-            "trained_now": not trained_before,
+            "trained_now": (router, seed) in trained_now,
             "train_seconds": seconds, "train_steps": steps,
             # `None`: unknown (no steps recorded, or none taken).
             "train_ms_per_step": (1000.0 * seconds / steps if steps
                                   else None),
+            **_run_costs(training_record, isolation,
+                         (router, seed) not in trained_now),
             "selected_epoch": training_record["selected_epoch"],
+            # Trained until an accuracy: whether and where it was reached.
+            "until_accuracy": training_record.get("until_accuracy"),
             "hardware": training_record["hardware"],
-            "evaluation": _finished_evaluation(folder, evaluation)}
+            "evaluation": evaluation}
 
 
 def train_and_evaluate(router, settings, folder, evaluation, *,
@@ -667,7 +796,7 @@ def results_record(runs, settings, reference=None):
     """The `results.json` record of finished `runs`.
 
     Args:
-        runs: list of dict. One per model (`_run_model`'s records).
+        runs: list of dict. One per model (`_model_record`'s records).
         settings: dict. The comparison's settings.
         reference: str or `None`. The model the others are tested against
             (`None`: the first router).
@@ -721,14 +850,55 @@ def _aggregate(runs, settings):
             "speed_seeds": [run["seed"] for run in timed],
             "images_per_second": float(np.mean(
                 [e["clean"]["images_per_second"] for e in evaluations])),
-            "per_seed": {
-                "seeds": [run["seed"] for run in mine],
-                "accuracy": {key: [_accuracy(e, key) for e in evaluations]
-                             for key, _ in columns(settings)},
-                "macro_accuracy": [e["clean"]["macro_accuracy"]
-                                   for e in evaluations]},
+            **_aggregate_costs(mine, evaluations),
         }
     return aggregated
+
+
+def _run_costs(training_record, isolation, trained_before):
+    """A run's steady speed and peak memory, from its `metrics.json`.
+
+    `None` where the record (written by an earlier keras_caps) lacks them.
+    The peak memory is the training process's: one model's under process
+    isolation (`"peak_memory_per_model": True`), the whole session's so
+    far under session isolation (`False`), unknown for a model trained by
+    an earlier command (`None`).
+    """
+    per_model = None
+    if not trained_before:
+        per_model = isolation == "process"
+    return {"steady_ms_per_step": training_record.get("steady_ms_per_step"),
+            "steady_steps": training_record.get("steady_steps", 0),
+            "peak_memory_mb": training_record.get("peak_memory_mb"),
+            "peak_memory_per_model": per_model}
+
+
+def _aggregate_costs(runs, evaluations):
+    """A router's costs over its seeds (new keys of `_aggregate`).
+
+    Parameters and multiply–adds are the first seed's (the same for every
+    seed; `None` in evaluations written by an earlier keras_caps); the
+    steady ms/step is the mean over the seeds that timed steps
+    (`"steady_speed_seeds"`), the peak memory the largest over the seeds
+    that recorded it, per model only if every seed's was.
+    """
+    first = evaluations[0]
+    timed = [run for run in runs if run.get("steady_ms_per_step") is not None]
+    measured = [run for run in runs if run.get("peak_memory_mb") is not None]
+    return {
+        "trainable_parameters_with_decoder": first.get(
+            "trainable_parameters_with_decoder"),
+        "decoder_parameters": first.get("decoder_parameters"),
+        "multiply_adds": first.get("multiply_adds"),
+        "decoder_multiply_adds": first.get("decoder_multiply_adds"),
+        "steady_ms_per_step": float(np.mean(
+            [run["steady_ms_per_step"] for run in timed])) if timed else None,
+        "steady_speed_seeds": [run["seed"] for run in timed],
+        "peak_memory_mb": max(run["peak_memory_mb"] for run in measured)
+        if measured else None,
+        "peak_memory_per_model": bool(measured) and all(
+            run.get("peak_memory_per_model") is True for run in measured),
+    }
 
 
 def results_csv(results):
@@ -848,6 +1018,7 @@ def results_markdown(results):
     lines += _speed_notes(results["routers"])
     lines += comparison_significance.statistics_markdown(
         results, columns(settings))
+    lines += learning_curves.until_accuracy_notes(results)
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,9 @@
 
 `train_and_evaluate_in_a_process(task)` runs
 `keras_caps.evaluation.comparison.train_and_evaluate(**task)` in a child
-Python process and turns its end into one outcome of the parent:
+Python process and turns its end into one outcome of the parent
+(`train_and_evaluate_in_processes(tasks, workers)`: several at once, see
+`compare(workers=...)`):
 
 - success: returns;
 - the child's own error (bad data, a full disk, its folder in use by
@@ -71,36 +73,132 @@ def train_and_evaluate_in_a_process(task):
             folder in use) or was killed by a signal.
         KeyboardInterrupt: Ctrl-C; the child has stopped.
     """
-    model = (f"model {task['router']!r} with seed "
-             f"{task['settings']['seed']}")
-    read_end, write_end = os.pipe() if os.name == "posix" else (None, None)
-    arguments = json.dumps({"task": task, "parent_pid": os.getpid(),
-                            "report_fd": write_end})
+    child = _Child(task)
     try:
-        process = subprocess.Popen(  # noqa: S603 (our own module)
-            [sys.executable, "-c", _BOOTSTRAP, arguments], env=_child_env(),
-            pass_fds=() if write_end is None else (write_end,))
+        status = _wait(child.process)
     finally:
-        if write_end is not None:
-            os.close(write_end)
-    try:
-        status = _wait(process)
-        report = _read_report(read_end)
-    finally:
-        if read_end is not None:
-            os.close(read_end)
+        report = child.close()
     if status:
-        _raise_failure(model, status, report)
+        _raise_failure(child.model, status, report)
 
 
-def _child_env():
+def train_and_evaluate_in_processes(tasks, workers, poll_seconds=0.1):
+    """Each task as `train_and_evaluate_in_a_process`, `workers` at once.
+
+    The tasks start in order, one as soon as another ends. Each child's
+    TensorFlow gets an equal share of this machine's cores (its intra-op
+    threads; `TF_NUM_INTRAOP_THREADS` and `TF_NUM_INTEROP_THREADS` set in
+    the environment are kept). After a failure no task starts any more;
+    the running ones finish (their models are kept) and the first
+    failure is raised. Ctrl-C stops every running child, then raises
+    `KeyboardInterrupt`.
+
+    Args:
+        tasks: list of dict. Tasks of `train_and_evaluate_in_a_process`.
+        workers: int. How many children run at once.
+        poll_seconds: float. How often the children are looked at.
+
+    Raises:
+        ValueError, OSError, KeyboardInterrupt: as
+            `train_and_evaluate_in_a_process`, for the first child that
+            failed.
+    """
+    waiting, running, failure = list(tasks), [], None
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers and failure is None:
+                running.append(_Child(waiting.pop(0), threads))
+            for child in [child for child in running
+                          if child.process.poll() is not None]:
+                running.remove(child)
+                failure = failure or _failure_of(child)
+            if failure is not None and not running:
+                break
+            time.sleep(poll_seconds)
+    except KeyboardInterrupt:
+        for child in running:
+            _stop_quietly(child.process)
+            child.close()
+        raise
+    if failure is not None:
+        raise failure
+
+
+class _Child:
+    """A started child process of one task, with its report pipe."""
+
+    def __init__(self, task, threads=None):
+        self.model = (f"model {task['router']!r} with seed "
+                      f"{task['settings']['seed']}")
+        read_end, write_end = (os.pipe() if os.name == "posix"
+                               else (None, None))
+        arguments = json.dumps({"task": task, "parent_pid": os.getpid(),
+                                "report_fd": write_end})
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 (our own module)
+                [sys.executable, "-c", _BOOTSTRAP, arguments],
+                env=_child_env(threads),
+                pass_fds=() if write_end is None else (write_end,))
+        except BaseException:
+            if read_end is not None:
+                os.close(read_end)
+            raise
+        finally:
+            if write_end is not None:
+                os.close(write_end)
+        self._read_end = read_end
+
+    def close(self):
+        """Reads the child's report (`None` if none) and closes the pipe;
+        call once the child has ended."""
+        if self._read_end is None:
+            return None
+        try:
+            return _read_report(self._read_end)
+        finally:
+            os.close(self._read_end)
+            self._read_end = None
+
+
+def _failure_of(child):
+    """The exception for an ended child (`None` if it succeeded)."""
+    report = child.close()
+    status = child.process.returncode
+    if not status:
+        return None
+    try:
+        _raise_failure(child.model, status, report)
+    except (OSError, ValueError, KeyboardInterrupt) as error:
+        return error
+    return None
+
+
+def _stop_quietly(process):
+    """`_stop`, killing the child at once on a second Ctrl-C."""
+    try:
+        _stop(process)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _child_env(threads=None):
     """The environment of a child: it imports this very keras_caps,
-    installed or not."""
+    installed or not; with `threads`, TensorFlow's intra-op threads (and
+    one inter-op thread) unless the environment sets them."""
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": package_root if not path
-            else package_root + os.pathsep + path}
+    env = {**os.environ, "PYTHONPATH": package_root if not path
+           else package_root + os.pathsep + path}
+    if threads is not None:
+        env.setdefault("TF_NUM_INTRAOP_THREADS", str(threads))
+        env.setdefault("TF_NUM_INTEROP_THREADS", "1")
+    return env
 
 
 def _wait(process):

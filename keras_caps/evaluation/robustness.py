@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_caps import datasets
 from keras_caps import model_roles as roles
+from keras_caps.diagnostics.costs import cost_record
 from keras_caps.evaluation import corruptions as corruptions_lib
 from keras_caps.inference import inference_model
 
@@ -164,7 +165,11 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         pass, after a warm-up batch) and `num_images`; `"noise"`,
         `"pixels"`, `"occlusion"`: severity (as a string) -> accuracy;
         `"affine"`: accuracy or `None`; `"trainable_parameters"` of the
-        classifier (decoder excluded); `"seed"`, `"dataset"`.
+        classifier (decoder excluded); its costs
+        (`keras_caps.diagnostics.costs.cost_record`:
+        `"trainable_parameters_with_decoder"`, `"decoder_parameters"`,
+        `"multiply_adds"` of the classifier path, `"decoder_multiply_adds"`);
+        `"seed"`, `"dataset"`.
 
     Example:
 
@@ -183,7 +188,8 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
                                       download=download)
 
     predict, scores = clean_scores(predictor, images, labels, batch_size)
-    record = {"dataset": dataset, "seed": seed, **scores}
+    record = {"dataset": dataset, "seed": seed, **scores,
+              **cost_record(model)}
     for kind, severity, corrupted, truth in corrupted_test_sets(
             dataset, images, labels, corruptions, seed, data_dir=data_dir,
             download=download):

@@ -15,6 +15,7 @@ import os
 
 import keras
 
+from keras_caps.diagnostics.costs import cost_record
 from keras_caps.evaluation import robustness
 from keras_caps.training.training_settings import TrainingSettings
 from keras_caps.training.user_data import read_user_data
@@ -84,8 +85,10 @@ def evaluate_on_user_data(model_path, source, *, data_dir=None,
                                 **recorded_read_options(source, data_dir))
     images, labels = data.arrays.test
     images = images.astype("float32")  # Raw pixels, as the loaders yield.
-    predictor = robustness.classifier(keras.saving.load_model(model_path))
+    model = keras.saving.load_model(model_path)
+    predictor = robustness.classifier(model)
 
     _, scores = robustness.clean_scores(predictor, images, labels,
                                         batch_size)
-    return {"dataset": source["spec"], "seed": None, **scores}
+    return {"dataset": source["spec"], "seed": None, **scores,
+            **cost_record(model)}

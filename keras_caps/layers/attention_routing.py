@@ -516,3 +516,28 @@ class AttentionRouting(Router):
         config.update(serialize_regularizers_and_constraints(
             self, ("kernel",)))
         return config
+
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        The equations of the class docstring: the keys `W_k u_i`
+        (`input_dim * heads * key_dim` per child); the values, votes
+        `W_ij u_i` (`input_dim * capsule_dim` per child and parent) or
+        shared `W_v u_i` (`input_dim * capsule_dim` per child); per pass
+        the scores (`heads * key_dim` per child and parent) and the
+        weighted sum (`capsule_dim` per child and parent); per pass after
+        the first the queries `W_q parents_j` (`capsule_dim * heads *
+        key_dim` per parent). The first pass's queries are weights.
+        """
+        children_shape, _ = self._split_shapes(input_shape)
+        num_inputs = math.prod(children_shape[1:-1])
+        input_dim = int(children_shape[-1])
+        pairs = num_inputs * self.num_capsules
+        head_keys = self.num_heads * self.key_dim
+        values = input_dim * self.capsule_dim * (
+            pairs if self.value_form == "votes" else num_inputs)
+        per_pass = pairs * (head_keys + self.capsule_dim)
+        queries = self.num_capsules * self.capsule_dim * head_keys
+        return (num_inputs * input_dim * head_keys + values
+                + self.num_iterations * per_pass
+                + (self.num_iterations - 1) * queries)

@@ -477,3 +477,21 @@ class ConvMatrixCaps(Router):
         })
         config.update(serialize_regularizers_and_constraints(self, ("kernel",)))
         return config
+
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        As `EMRouting` with matrix capsules, per (window child, parent)
+        pair over every output position (Hinton et al., 2018, Procedure 1
+        and Section 3): the vote, `4^3`; per M-step the weighted mean and
+        variance, 16 each; per E-step but after the last M-step the
+        log-likelihood, 16; per parent, position and M-step the
+        activation's sum over the pose, 16.
+        """
+        input_shape = self._check_input_shape(input_shape)
+        pose = POSE_SIDE * POSE_SIDE
+        iterations = self.num_iterations
+        positions = math.prod(self._output_size(input_shape))
+        return (self._child_parent_pairs(input_shape)
+                * (POSE_SIDE ** 3 + (3 * iterations - 1) * pose)
+                + iterations * positions * self.num_capsules * pose)

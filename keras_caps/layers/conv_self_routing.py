@@ -245,3 +245,16 @@ class ConvSelfRouting(Router):
                        "output_format": self.output_format})
         config.update(serialize_self_routing_weights(self))
         return config
+
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        Per window child `i` and parent `j`, over every output position
+        (Hahn et al., 2019, Section 3): the routing logit
+        `W_route[i] u_i`, `d`; the vote `W_pose[i, j] u_i`,
+        `d * capsule_dim`; the weighted pose sum, `capsule_dim` (the
+        activation sums only add).
+        """
+        pose_dim = pose_size(input_shape, self.input_format)
+        return self._child_parent_pairs(input_shape) * (
+            pose_dim * (self.capsule_dim + 1) + self.capsule_dim)

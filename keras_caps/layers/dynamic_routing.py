@@ -325,6 +325,19 @@ class DynamicRouting(Router):
                       if key not in HYBRID_ARGUMENTS}
         return super().from_config(config)
 
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        Per child `i` and parent `j` (Sabour et al., 2017, Procedure 1):
+        the vote `W_ij u_i`, `input_dim * capsule_dim`; per iteration the
+        weighted sum `s_j = sum_i c_ij u_j|i`, `capsule_dim`; per
+        iteration but the last the agreement `u_j|i . v_j`,
+        `capsule_dim`.
+        """
+        input_dim = int(input_shape[-1])
+        return self._child_parent_pairs(input_shape) * self.capsule_dim * (
+            input_dim + 2 * self.num_iterations - 1)
+
 
 def _router_layout(tensor):
     """(b, j, i) -> (b, 1, i, j), the `Router` couplings layout."""

@@ -350,6 +350,26 @@ class EMRouting(Router):
                                                              ("kernel",)))
         return config
 
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        Per child `i` and parent `j` (Hinton et al., 2018, Procedure 1):
+        the vote, `4^3` for a 4x4 pose matrix, `input_dim * capsule_dim`
+        for a vector; per M-step the weighted mean and variance over the
+        children, `capsule_dim` each; per E-step (not after the last
+        M-step) the log-likelihood's sum over the pose entries,
+        `capsule_dim`. Per parent and M-step, the activation's sum over
+        the pose entries, `capsule_dim`.
+        """
+        if self.input_kind == "vector":
+            vote = int(input_shape[-1]) * self.capsule_dim
+        else:
+            vote = POSE_SIDE ** 3
+        iterations = self.num_iterations
+        return (self._child_parent_pairs(input_shape)
+                * (vote + (3 * iterations - 1) * self.capsule_dim)
+                + iterations * self.num_capsules * self.capsule_dim)
+
 
 def _check_epsilon(epsilon):
     if epsilon is None:

@@ -194,3 +194,14 @@ class FCCaps(Router):
         config.update(
             serialize_regularizers_and_constraints(self, ('kernel', 'prior')))
         return config
+
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        Per child `i` and parent `j` (Mazzia et al., 2021, self-attention
+        routing): the vote, `input_dim * capsule_dim`; its agreement with
+        the vote total, `capsule_dim`; its weighted sum, `capsule_dim`.
+        """
+        input_dim = int(input_shape[-1])
+        return self._child_parent_pairs(input_shape) * self.capsule_dim * (
+            input_dim + 2)

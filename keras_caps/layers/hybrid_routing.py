@@ -190,6 +190,24 @@ class HybridRouting(DynamicRouting):
         })
         return config
 
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        `DynamicRouting`'s, plus the attention term: bilinear, the
+        projection `u_i^T W_a` (`input_dim * capsule_dim` per child) and
+        its dot product with each vote (`capsule_dim` per child and
+        parent), once; concat, `w_a[:z] . u_j|i` (`capsule_dim` per child
+        and parent) once and `w_a[z:] . v_j` (`capsule_dim` per parent)
+        in every iteration after the first.
+        """
+        count = super().multiply_adds(input_shape)
+        pairs = self._child_parent_pairs(input_shape)
+        if self.attention == "bilinear":
+            num_inputs, input_dim = int(input_shape[-2]), int(input_shape[-1])
+            return count + (num_inputs * input_dim + pairs) * self.capsule_dim
+        return count + (pairs + (self.num_iterations - 1)
+                        * self.num_capsules) * self.capsule_dim
+
 
 class LegacyHybridRouting(HybridRouting):
     """A `HybridRouting` loaded from a file saved as `DynamicRouting`.

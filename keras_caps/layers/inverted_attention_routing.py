@@ -539,6 +539,25 @@ class InvertedAttentionRouting(Router):
         config.update(serialize_regularizers_and_constraints(self, ("kernel",)))
         return config
 
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        Per child `i` and parent `j` (Tsai et al., 2020, Procedure 1): the
+        vote, `s^3` for `s x s` matrix poses, `input_dim * capsule_dim`
+        for vector poses; per pass after the uniform first, the
+        agreement and the weighted sum, `capsule_dim` each (the uniform
+        pass only adds).
+        """
+        return self._child_parent_pairs(input_shape) * (
+            self.vote_multiply_adds(input_shape)
+            + 2 * (self.num_iterations - 1) * self.capsule_dim)
+
+    def vote_multiply_adds(self, input_shape):
+        """Multiply–adds of one child's vote for one parent."""
+        if self.pose == "matrix":
+            return self._pose_side ** 3
+        return int(input_shape[-1]) * self.capsule_dim
+
 
 class _LazyVotes:
     """The votes of one layer call: the children, and the votes on demand.

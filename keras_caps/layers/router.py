@@ -73,7 +73,10 @@ class Router(keras.layers.Layer):
     - `compute_output_shape(input_shape)` and
       `compute_couplings_shape(input_shape)`;
     - `get_config()` with its own arguments (the base adds
-      `num_capsules`, `capsule_dim` and `temperature`).
+      `num_capsules`, `capsule_dim` and `temperature`);
+    - `multiply_adds(input_shape)`: the multiply–adds of routing one
+      example, counted from its paper's equations (the convention is
+      `Router.multiply_adds`'s).
 
     Routers with `coupling_options` beyond `"softmax"` (`DynamicRouting`,
     `HybridRouting`, `AttentionRouting`) replace the softmax with the
@@ -433,6 +436,38 @@ class Router(keras.layers.Layer):
             self._temperature.assign(self._initial_temperature)
             return
         super().load_own_variables(store)
+
+    # --- Cost ------------------------------------------------------------
+
+    def multiply_adds(self, input_shape):
+        """Multiply–adds of routing one example, counted from shapes.
+
+        The convention, the same for every router: each product of two
+        numbers summed into a contraction (a vote matrix times a pose, an
+        agreement dot product, a weighted sum over the children) counts
+        as one multiply–add; elementwise work (softmax, squash, LayerNorm,
+        logistic, log-likelihood normalisers, bias additions, activation
+        scaling) counts nothing. The count follows the router's
+        equations as its paper writes them (votes built, keys built),
+        whatever shortcut the implementation takes, so it is a property of
+        the method, not of a backend.
+
+        Args:
+            input_shape: The layer's input shape, batch first (the batch
+                size is ignored).
+
+        Returns:
+            int. Multiply–adds per example.
+        """
+        raise NotImplementedError(
+            f"`{type(self).__name__}` does not implement `multiply_adds`: "
+            "give it the count of its equations (see `Router.multiply_adds`"
+            ").")
+
+    def _child_parent_pairs(self, input_shape):
+        """Children times parents, over every output position."""
+        shape = self.compute_couplings_shape(input_shape)
+        return int(shape[2]) * int(shape[3])
 
 
 def _check_seed(seed):

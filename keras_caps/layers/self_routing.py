@@ -194,6 +194,18 @@ class SelfRouting(Router):
         config.update(serialize_self_routing_weights(self))
         return config
 
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        Per child `i` and parent `j` (Hahn et al., 2019, Section 3): the
+        routing logit `W_route[i] u_i`, `d`; the vote `W_pose[i, j] u_i`,
+        `d * capsule_dim`; the weighted pose sum, `capsule_dim` (the
+        activation sums only add).
+        """
+        pose_dim = pose_size(input_shape, self.input_format)
+        return self._child_parent_pairs(input_shape) * (
+            pose_dim * (self.capsule_dim + 1) + self.capsule_dim)
+
 
 # --- Shared with `ConvSelfRouting` ---------------------------------------
 # b: batch, x: output positions (1 when fully connected), i: children of a

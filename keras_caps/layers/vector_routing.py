@@ -472,6 +472,32 @@ class VectorRouting(Router):
             serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
 
+    def multiply_adds(self, input_shape):
+        """Multiply–adds per example (`Router.multiply_adds`).
+
+        Algorithm 1 of Heinsen (2022) with the votes built (the count does
+        not depend on `memory_efficient`), `n` inputs of size `d`, `m`
+        outputs of size `h`: the votes `(x~_i * W_F1[j]) @ W_F2`, `n m d h`
+        (the elementwise scale counts nothing); the shares `x~ . W_A`,
+        `n d`; `beta_use` and `beta_ign` from the inputs (when
+        `num_inputs` is `None`), `2 n d m`; per iteration the M-step's
+        weighted sum, `n m h`; per E-step after the first, the
+        predictions `N(x_out) @ W_G`, `m h d`, and the similarities,
+        `n m d`.
+        """
+        num_inputs = input_shape[-2]
+        if num_inputs is None:
+            raise ValueError(
+                "`VectorRouting.multiply_adds` needs a known number of "
+                "inputs. Received: "
+                f"input_shape={tuple(input_shape)}")
+        n, d = int(num_inputs), int(input_shape[-1])
+        m, h = self.num_capsules, self.capsule_dim
+        count = n * m * d * h + n * d + self.num_iterations * n * m * h
+        if self.num_inputs is None:
+            count += 2 * n * d * m
+        return count + (self.num_iterations - 1) * (m * h * d + n * m * d)
+
 
 
 def _normal(stddev):

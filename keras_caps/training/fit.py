@@ -49,10 +49,13 @@ from keras_caps.inference import load_model_file
 from keras_caps.inference.class_names import CLASS_NAMES_FILE
 from keras_caps.inference.class_names import write_class_names
 from keras_caps.schedules import ExponentialTemperatureDecay
+from keras_caps.training.accuracy_target import AccuracyTarget
+from keras_caps.training.accuracy_target import first_epoch_reaching
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.best_checkpoint import BestCheckpoint
 from keras_caps.training.history_trim import HistoryTrim
+from keras_caps.training.history_trim import trim_history
 from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.record_files import UnreadableRecordError
 from keras_caps.training.record_files import read_json_record
@@ -61,6 +64,8 @@ from keras_caps.training.run_folder import RunFolder
 from keras_caps.training.run_folder import check_output_folder
 from keras_caps.training.run_folder import remove_backup
 from keras_caps.training.run_lock import RunLock
+from keras_caps.training.step_timer import SteadyStepTimer
+from keras_caps.training.step_timer import peak_memory_mb
 from keras_caps.training.strategy import DEFAULT_WORKER_TIMEOUT
 from keras_caps.training.strategy import get_strategy
 from keras_caps.training.strategy import is_chief
@@ -145,9 +150,12 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
             `batch_size`, `steps_per_epoch` (at most the number of training
             batches in one epoch), `precision`, `seed`, `validation`,
             `reconstruction`, `deterministic`, `dataset_options`,
-            `routing_temperature`, `temperature_decay`, `min_temperature`
-            and, for a dataset a user brings, `preset` (see
-            `TrainingSettings`).
+            `routing_temperature`, `temperature_decay`, `min_temperature`,
+            `until_accuracy` (train until the validation accuracy reaches
+            it, at most `epochs`; the record's `until_accuracy` says
+            whether and at which epoch and step it was reached, and the
+            selected model is that first epoch's) and, for a dataset a
+            user brings, `preset` (see `TrainingSettings`).
 
     Returns:
         The metrics record written to `metrics.json`: the settings'
@@ -632,19 +640,28 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         # The family's own schedules go with the others, before the logs.
         callbacks[:0] = family.recipe_callbacks(settings.preset_name(),
                                                 settings.epochs)
+    target = None
+    if settings.until_accuracy is not None:
+        target = AccuracyTarget(settings.until_accuracy)
+        callbacks.insert(-1, target)  # After the logs, before the backup.
+    # First: its batch end is read before the backup's checkpoint runs.
+    step_timer = SteadyStepTimer()
+    callbacks.insert(0, step_timer)
     train_batches = int(tf.data.experimental.cardinality(splits["train"]))
     steps_per_epoch = settings.steps_per_epoch or (
         train_batches if train_batches > 0 else None)
     epoch, done = backup.restore(network)
     if steps_per_epoch is not None and done >= steps_per_epoch:
         epoch, done = epoch + 1, 0
+    reached_before = _target_reached_before(target, work_dir, epoch)
     start = time.time()
-    if done:  # Only the steps of the interrupted epoch not yet done.
+    if done and not reached_before:  # The rest of the interrupted epoch.
         _fit_epochs(network, splits, settings, callbacks, verbose,
                     (epoch, done), epoch + 1)
         epoch, done = epoch + 1, 0
-    _fit_epochs(network, splits, settings, callbacks, verbose,
-                (epoch, 0), settings.epochs)
+    if not reached_before and (target is None or target.reached is None):
+        _fit_epochs(network, splits, settings, callbacks, verbose,
+                    (epoch, 0), settings.epochs)
     train_seconds = time.time() - start
     total_steps = int(keras.ops.convert_to_numpy(
         network.optimizer.iterations))
@@ -662,7 +679,47 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         "train_steps_this_run": backup.steps_this_run,
         "train_steps_total": total_steps,
         "train_seconds_this_run": round(train_seconds, 1),
+        **_target_record(target, reached_before, steps_per_epoch),
+        # This process's training batches without the warm-up steps, and
+        # its peak resident memory (framework runtime included).
+        **step_timer.record(),
+        "peak_memory_mb": peak_memory_mb(),
     }
+
+
+def _target_reached_before(target, work_dir, epoch):
+    """The epoch (before `epoch`, where a resumed run starts) that reached
+    the target in an earlier process, from `history.csv`; else `None`.
+    Such a run does not train again: the rows of later epochs (trained
+    after the backup this run resumes from) are dropped."""
+    if target is None:
+        return None
+    history_path = os.path.join(work_dir, "history.csv")
+    reached = first_epoch_reaching(history_path, target.target, epoch)
+    if reached is not None:
+        trim_history(history_path, epoch)
+        logging.info("The validation accuracy reached the target %.5f at "
+                     "epoch %d in an earlier process: not training again.",
+                     target.target, reached["epoch"])
+    return reached
+
+
+def _target_record(target, reached_before, steps_per_epoch):
+    """`{"until_accuracy": ...}` of the record: the target, whether and
+    where it was reached (`{}` without a target)."""
+    if target is None:
+        return {}
+    reached = target.reached
+    if reached is None and reached_before is not None:
+        # Reached in an earlier process: its step from the epoch's length.
+        reached = {**reached_before, "step": None if steps_per_epoch is None
+                   else reached_before["epoch"] * steps_per_epoch}
+    record = {"target": target.target, "reached": reached is not None,
+              "epoch": None, "step": None, "accuracy": None}
+    if reached is not None:
+        record.update(epoch=reached["epoch"], step=reached["step"],
+                      accuracy=reached["accuracy"])
+    return {"until_accuracy": record}
 
 
 def _fit_epochs(network, splits, settings, callbacks, verbose, position,

@@ -33,8 +33,11 @@ PROTOCOLS = {
 RECORD_KEYS = ("model", "dataset", "protocol", "epochs", "steps_per_epoch",
                "batch_size", "precision", "seed", "reconstruction",
                "deterministic", "dataset_options", "routing_temperature",
-               "preset", "data_source")
-_OPTIONAL_KEYS = ("routing_temperature", "preset", "data_source")
+               "preset", "data_source", "until_accuracy")
+# `until_accuracy` only when set: a record without it (written before the
+# target existed) resumes as "no target".
+_OPTIONAL_KEYS = ("routing_temperature", "preset", "data_source",
+                  "until_accuracy")
 # The only loader option of a dataset a user brings.
 USER_DATA_OPTIONS = ("augment",)
 # The schedule's argument names -> the settings' (for error messages).
@@ -91,6 +94,15 @@ class TrainingSettings:
             class names, test data, content fingerprint), which
             `keras_caps.training.train` fills in when it reads the data;
             a run whose data changed is refused on resume.
+        until_accuracy: float in (0, 1) or `None`. Train until the
+            validation accuracy (checked at each epoch's end) reaches this
+            value, at most `epochs` epochs: Sabour et al. 2017 (section 5.2)
+            compare models at matched clean accuracy. The selected model is
+            then the first epoch that reached it (else the usual best).
+            Refused with `validation="test"`: stopping when the test
+            accuracy reaches the target would make the test set a training
+            decision, and the test accuracy reported afterwards would be at
+            least the target by construction, not a measurement.
 
     Example:
 
@@ -118,6 +130,7 @@ class TrainingSettings:
     min_temperature: float | None = None
     preset: str | None = None
     data_source: dict | None = None
+    until_accuracy: float | None = None
 
     def __post_init__(self):
         check_known_name("model", self.model, MODELS)
@@ -136,6 +149,8 @@ class TrainingSettings:
         self._set("dataset_options",
                   _check_dataset_options(self.dataset_options))
         self.temperature_schedule()  # Checks the three temperature fields.
+        self._set("until_accuracy", _check_until_accuracy(
+            self.until_accuracy, self.validation))
 
     def is_user_data(self):
         """Whether `dataset` is a dataset a user brings (`folder:`, ...)."""
@@ -300,6 +315,8 @@ class TrainingSettings:
         if self.is_user_data():
             record["preset"] = self.preset
             record["data_source"] = self.data_source
+        if self.until_accuracy is not None:
+            record["until_accuracy"] = self.until_accuracy
         return record
 
     @classmethod
@@ -353,6 +370,31 @@ def _check_seed(seed):
             "Received an invalid value for `seed`, expected an integer in "
             f"[0, {_MAX_SEED}]. Received: seed={seed!r}")
     return int(seed)
+
+
+def _check_until_accuracy(target, validation):
+    """The target accuracy as a float in (0, 1), or `None`."""
+    if target is None:
+        return None
+    if isinstance(target, bool) or not isinstance(target, numbers.Real):
+        raise TypeError(
+            "Received an invalid type for `until_accuracy`, expected a "
+            "number in (0, 1) or None. Received: "
+            f"until_accuracy={target!r} of type {type(target).__name__}")
+    if not 0 < target < 1:  # Also refuses NaN.
+        raise ValueError(
+            "Received an invalid value for `until_accuracy`, expected an "
+            "accuracy strictly between 0 and 1 (e.g. 0.99). Received: "
+            f"until_accuracy={target!r}")
+    if validation == "test":
+        raise ValueError(
+            "`until_accuracy` stops training when the validation accuracy "
+            "reaches the target, and with `validation='test'` that is the "
+            "test set: its accuracy would be a stopping rule, at least the "
+            "target by construction, not a measurement. Use "
+            "validation='holdout' (the default). Received: "
+            f"until_accuracy={target!r}, validation='test'")
+    return float(target)
 
 
 def _check_dataset_options(options):

@@ -94,8 +94,8 @@ def test_the_guides_two_steps_make_a_router(tmp_path):
                      "router_contract_test.py"], tmp_path)
     assert contract.returncode == 0, contract.stdout + contract.stderr
     # The contract's checks for CosineRouting: layout, trace, round trips,
-    # and low precision under float16 and bfloat16.
-    assert re.search(r"\b5 passed", contract.stdout), contract.stdout
+    # low precision under float16 and bfloat16, and multiply-adds.
+    assert re.search(r"\b6 passed", contract.stdout), contract.stdout
     checks = _run([sys.executable, "-c", CHECKS], tmp_path)
     assert checks.returncode == 0, checks.stdout + checks.stderr
     assert "GUIDE OK" in checks.stdout

@@ -326,3 +326,27 @@ class RouterContractTest(TestCase):
         self.assertAllClose(_numpy(couplings), _numpy(at_minimum))
         _, gradients = value_and_gradients(layer, inputs)
         self.assertAllFinite(gradients, f"gradients of {case}")
+
+    @parameterized.named_parameters((case, case) for case in CASES)
+    def test_multiply_adds_positive_and_linear_in_children(self, case):
+        # `Router.multiply_adds` from shapes: k times the children (the
+        # children axis of vectors, the types axis of a capsule map) adds
+        # the same count each time, so the count is a positive constant
+        # plus a positive multiple of the children.
+        layer, inputs = _make(case)
+        shape = tuple(keras.tree.flatten(inputs)[0].shape)
+        axis = 1 if len(shape) == 3 else 3
+
+        def count(times):
+            scaled = list(shape)
+            scaled[axis] *= times
+            if isinstance(inputs, (list, tuple)):  # [poses, activations]
+                return layer.multiply_adds(
+                    [tuple(scaled), tuple(scaled[:-1])])
+            return layer.multiply_adds(tuple(scaled))
+
+        counts = [count(times) for times in (1, 2, 3)]
+        self.assertIsInstance(counts[0], int)
+        self.assertGreater(counts[0], 0)
+        self.assertGreater(counts[1] - counts[0], 0)
+        self.assertEqual(counts[2] - counts[1], counts[1] - counts[0])

@@ -82,5 +82,9 @@ def test_killed_runs_resume_without_repeating_steps(tmp_path):
     assert record["train_steps_per_epoch"] == 6
     assert record["train_steps_this_run"] == 2
     assert record["train_steps_total"] == 3 * 6
+    # The speed is this process's: its 2 steps are both warm-up steps, so
+    # none is timed (the killed processes' 16 steps are not counted).
+    assert (record["steady_ms_per_step"], record["steady_steps"]) == (None, 0)
+    assert record["peak_memory_mb"] > 0
     assert _history_epochs(output_dir) == [0, 1, 2]
     assert not (output_dir / "backup").exists()
