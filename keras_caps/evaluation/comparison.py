@@ -850,6 +850,12 @@ def _aggregate(runs, settings):
             "speed_seeds": [run["seed"] for run in timed],
             "images_per_second": float(np.mean(
                 [e["clean"]["images_per_second"] for e in evaluations])),
+            "per_seed": {
+                "seeds": [run["seed"] for run in mine],
+                "accuracy": {key: [_accuracy(e, key) for e in evaluations]
+                             for key, _ in columns(settings)},
+                "macro_accuracy": [e["clean"]["macro_accuracy"]
+                                   for e in evaluations]},
             **_aggregate_costs(mine, evaluations),
         }
     return aggregated
