@@ -631,22 +631,8 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         os.path.join(work_dir, "checkpoints", "best.keras"))
     backup = ResumableBackup(os.path.join(work_dir, "backup"),
                              save_freq=backup_frequency)
-    family = MODELS[settings.model]
-    callbacks = _callbacks(
-        work_dir, checkpoint, backup,
-        family.learning_rate_schedule(settings.preset_name()),
-        _schedule_config(settings))
-    if family.recipe_callbacks is not None:
-        # The family's own schedules go with the others, before the logs.
-        callbacks[:0] = family.recipe_callbacks(settings.preset_name(),
-                                                settings.epochs)
-    target = None
-    if settings.until_accuracy is not None:
-        target = AccuracyTarget(settings.until_accuracy)
-        callbacks.insert(-1, target)  # After the logs, before the backup.
-    # First: its batch end is read before the backup's checkpoint runs.
-    step_timer = SteadyStepTimer()
-    callbacks.insert(0, step_timer)
+    callbacks, target, step_timer = _recipe_callbacks(
+        settings, work_dir, checkpoint, backup)
     train_batches = int(tf.data.experimental.cardinality(splits["train"]))
     steps_per_epoch = settings.steps_per_epoch or (
         train_batches if train_batches > 0 else None)
@@ -685,6 +671,28 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
         **step_timer.record(),
         "peak_memory_mb": peak_memory_mb(),
     }
+
+
+def _recipe_callbacks(settings, work_dir, checkpoint, backup):
+    """The run's callbacks in order, its accuracy target (or `None`) and
+    its step timer."""
+    family = MODELS[settings.model]
+    callbacks = _callbacks(
+        work_dir, checkpoint, backup,
+        family.learning_rate_schedule(settings.preset_name()),
+        _schedule_config(settings))
+    if family.recipe_callbacks is not None:
+        # The family's own schedules go with the others, before the logs.
+        callbacks[:0] = family.recipe_callbacks(settings.preset_name(),
+                                                settings.epochs)
+    target = None
+    if settings.until_accuracy is not None:
+        target = AccuracyTarget(settings.until_accuracy)
+        callbacks.insert(-1, target)  # After the logs, before the backup.
+    # First: its batch end is read before the backup's checkpoint runs.
+    step_timer = SteadyStepTimer()
+    callbacks.insert(0, step_timer)
+    return callbacks, target, step_timer
 
 
 def _target_reached_before(target, work_dir, epoch):
