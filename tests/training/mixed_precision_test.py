@@ -5,7 +5,8 @@ Fast (always run): each model of `MODELS` trains two steps under
 `mixed_bfloat16` on random images: finite losses, float32 weights, float32
 class scores. With real MNIST in `KERAS_CAPS_DATA_DIR` (CI sets it): the
 same short `keras-caps train` run under a mixed policy reaches a test
-accuracy within `ACCURACY_MARGIN` of float32's; in CI for EfficientCapsNet
+accuracy within `ACCURACY_MARGIN` of float32's (EfficientCapsNet's float32
+run measured once, `_MEASURED_FLOAT32`); in CI for EfficientCapsNet
 under mixed_bfloat16, `large` for mixed_float16 (slow on CPUs) and for the
 other MNIST models.
 """
@@ -124,10 +125,19 @@ def _short_run_accuracy(name, precision, output_dir):
                if key.endswith("accuracy"))
 
 
+# The float32 run of the model that runs in CI, measured once (the same
+# `_short_run_accuracy` on real MNIST, seed 0; 2-core AMD EPYC, 342 s under
+# load) rather than trained again in every CI run: the float32 recipe
+# itself is checked in CI by fit_test's 1000-step run (>= 97 %). The
+# mixed_bfloat16 run measured beside it reached 0.9671.
+_MEASURED_FLOAT32 = {"efficient_capsnet": 0.9679}
+
+
 @pytest.fixture(scope="module")
 def float32_accuracy(tmp_path_factory):
-    """The float32 run of each model, trained once for all its comparisons."""
-    accuracies = {}
+    """The float32 run of each model, trained once for all its comparisons
+    (measured once for the models of `_MEASURED_FLOAT32`)."""
+    accuracies = dict(_MEASURED_FLOAT32)
 
     def accuracy(name):
         if name not in accuracies:
