@@ -37,14 +37,16 @@ _ROUTER_PARAMETERS = {
     # DynamicRouting: kernel (N, D_in, J, D), no bias.
     "dynamic": _N * _D_IN * _J * _D,
     # InvertedAttentionRouting, vector poses: kernel (N, D_in, J, D) and
-    # the LayerNorm's gamma and beta (D each).
-    "inverted_attention": _N * _D_IN * _J * _D + 2 * _D,
+    # the LayerNorm's gamma and beta (D each); the head's score Dense(1)
+    # shared by the classes (D weights and a bias).
+    "inverted_attention": _N * _D_IN * _J * _D + 2 * _D + _D + 1,
     # VectorRouting with num_inputs=N: score kernel (N, D_in) and bias (N,),
     # vote scale (J, D_in), vote kernel (D_in, D), vote bias (J, D),
     # prediction kernel (D, D_in), scale (J, D_in) and bias (J, D_in),
-    # similarity scale and bias (N, J), use benefit and ignore cost (N, J).
+    # similarity scale and bias (N, J), use benefit and ignore cost (N, J);
+    # the head's score Dense(1) shared by the classes (D weights, a bias).
     "vector": (_N * _D_IN + _N + _J * _D_IN + _D_IN * _D + _J * _D
-               + _D * _D_IN + 2 * _J * _D_IN + 4 * _N * _J),
+               + _D * _D_IN + 2 * _J * _D_IN + 4 * _N * _J + _D + 1),
     # DynamicRouting with the bilinear attention term: W_a (D_in, D) and
     # the weight lambda of the term, a scalar.
     "hybrid": _N * _D_IN * _J * _D + _D_IN * _D + 1,
