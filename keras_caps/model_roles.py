@@ -48,8 +48,11 @@ of `CapsuleClassifier`), else the `Squash` after `ROUTING`."""
 ROUTING = "routing"
 """The router of a `CapsuleClassifier` whose router does not squash
 (`router="vector"` or `"inverted_attention"`): class capsules `(batch,
-classes, dim)` before the `Squash` named `CLASS_CAPSULES` (and, for
-inverted attention, a `Rescaling` by `1 / sqrt(dim)` between them)."""
+classes, dim)` before the head's layer named `CLASS_CAPSULES`: the
+`Multiply` scaling each one's direction to the sigmoid of its linear score
+(layer `"class_score"`), or, with `head="unsquashed"` or `"layer_norm"`
+(and in models saved before that head), a `Squash` (for inverted attention
+after a `Rescaling` by `1 / sqrt(dim)`)."""
 
 CAPSULE_ROUTING = "capsule_routing"
 """The last `InvertedAttentionRouting` of `InvertedAttentionCapsNet`:

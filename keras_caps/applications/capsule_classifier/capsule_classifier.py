@@ -22,7 +22,7 @@ from keras_caps.validation import check_choice
 @keras_caps_export("keras_caps.applications.CapsuleClassifier")
 @builder_docstring
 def CapsuleClassifier(dataset="mnist", *, router="self_attention",
-                      router_options=None, input_shape=None,
+                      router_options=None, head=None, input_shape=None,
                       num_classes=None, reconstruction=True,
                       input_statistics=None, compile=True, optimizer="auto",
                       jit_compile="auto", name=None):
@@ -40,7 +40,8 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     x        = stem(image / 255)                   # Efficient-CapsNet's
     primary  = PrimaryCaps(x)                      # (batch, 16, 8)
     classes  = router(primary)                     # (batch, classes, 16)
-    classes  = squash(classes / sqrt(16))  # LayerNormed router outputs
+    score    = Dense(1)(classes)           # inverted attention, vector:
+    classes  = sigmoid(score) * classes / |classes|  # a logit per class
     classes  = squash(classes)             # other unsquashed outputs
     scores   = Length(classes)                     # (batch, classes)
     ```
@@ -55,11 +56,23 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
       iteration (Sabour et al., 2017, Procedure 1 without the agreement
       update); 161,664 parameters, as `"dynamic"`.
     - `"inverted_attention"`: `InvertedAttentionRouting` with vector poses,
-      2 passes (Tsai et al., 2020); its LayerNormed outputs are scaled by
-      `1 / sqrt(16)` and squashed.
+      2 passes (Tsai et al., 2020). Its class poses are LayerNormed (one
+      gain and bias for all classes), so their norms are all about
+      `sqrt(16)`; as Tsai et al. read each class pose as a logit with one
+      linear classifier shared by the classes, the head scores each pose
+      with a `Dense(1)` (layer `"class_score"`) and scales its direction
+      to the sigmoid of the score, the class capsule's length.
+      `head="layer_norm"` builds the head of models saved before (the
+      poses scaled by `1 / sqrt(16)` and squashed: every class length is
+      the same at initialisation, and the margin loss sends the router
+      almost no gradient).
     - `"vector"`: `VectorRouting`, 2 iterations (Heinsen, 2022), without
       its output normalisation (which would give every class capsule the
-      same length), squashed.
+      same length). Heinsen reads 1-D outputs as logits; the head reads a
+      logit from each 16-D output with the same shared `Dense(1)` and
+      scales its direction to the logit's sigmoid, as for inverted
+      attention. `head="unsquashed"` builds the head of models saved
+      before (the outputs squashed).
     - `"hybrid"`: `HybridRouting`, dynamic routing with a bilinear
       attention term weighted by a learned scalar (starting at 0, plain
       routing), 3 iterations.
@@ -78,10 +91,11 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
       activations start at `1 / classes`, the routing weights being 0).
 
     Trainable parameters on MNIST without the decoder: 161,824
-    (self_attention), 161,664 (dynamic), 161,696 (inverted_attention),
-    142,624 (vector), 161,793 (hybrid), 161,952 (attention), 161,684 (em),
-    163,104 (self_routing); the stem and primary capsules hold 141,184 of
-    them.
+    (self_attention), 161,664 (dynamic), 161,713 (inverted_attention;
+    161,696 with `head="layer_norm"`), 142,641 (vector; 142,624 with
+    `head="unsquashed"`), 161,793 (hybrid), 161,952 (attention),
+    161,684 (em), 163,104 (self_routing); the stem and primary capsules
+    hold 141,184 of them.
 
     Args:
         dataset: str. `"mnist"`, `"fashion_mnist"`, `"smallnorb"` or
@@ -89,6 +103,12 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
         router: str. A key of `ROUTERS`. Defaults to `"self_attention"`.
         router_options: dict or `None`. Arguments of the router layer, over
             the defaults above (e.g. `{"num_iterations": 2}`).
+        head: str or `None`. How the head reads the router's outputs as
+            class capsules: `None` for the router's own reading (the
+            `outputs` of its `ROUTERS` entry), or one of the other
+            readings it lists (`other_outputs`): `"layer_norm"` for
+            `"inverted_attention"` and `"unsquashed"` for `"vector"`, the
+            heads of models saved by earlier versions. Defaults to `None`.
         input_shape: tuple `(height, width, channels)`. Defaults to the
             preset's; for other shapes the primary capsules cover the whole
             last feature map.
@@ -128,6 +148,7 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     spec = ROUTERS[router]
     router_options = {} if router_options is None else router_options
     spec.check_options(router, router_options)
+    head = _check_head(router, spec, head)
     preset = CAPSULE_CLASSIFIER.get_preset(dataset)
     input_shape = check_image_shape(input_shape, preset["input_shape"])
     num_classes = resolve_num_classes(num_classes, preset, minimum=2)
@@ -141,15 +162,9 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
     capsule_dim = preset["capsule_dim"]
     layer = spec.factory(
         num_classes, capsule_dim, capsules.shape[1], router_options,
-        roles.CLASS_CAPSULES if spec.outputs == "squashed" else roles.ROUTING)
-    class_capsules = layer(capsules)  # (batch, num_classes, capsule_dim)
-    if spec.outputs == "layer_norm":  # norms ~sqrt(d) -> ~1
-        class_capsules = keras.layers.Rescaling(
-            1.0 / math.sqrt(capsule_dim), name="routing_scale")(
-                class_capsules)
-    if spec.outputs != "squashed":
-        class_capsules = layers.Squash(name=roles.CLASS_CAPSULES)(
-            class_capsules)
+        roles.CLASS_CAPSULES if head == "squashed" else roles.ROUTING)
+    class_capsules = _read_class_capsules(
+        head, layer(capsules))  # (batch, num_classes, capsule_dim)
     decoder = None
     if reconstruction:
         decoder = efficient_capsnet_stem.decoder(
@@ -158,6 +173,44 @@ def CapsuleClassifier(dataset="mnist", *, router="self_attention",
         images, class_capsules, decoder, preset,
         name or f"capsule_classifier_{router}", compile=compile,
         optimizer=optimizer, jit_compile=jit_compile)
+
+
+def _check_head(router, spec, head):
+    """The `OUTPUT_KINDS` entry the head reads the router's outputs as."""
+    if head is None:
+        return spec.outputs
+    if head not in spec.heads:
+        raise ValueError(
+            f"Received an invalid value for `head`, expected None or one of "
+            f"{list(spec.heads)} for router {router!r}. Received: "
+            f"head={head!r}")
+    return head
+
+
+def _read_class_capsules(head, outputs):
+    """Class capsules, lengths in [0, 1), from router `outputs`.
+
+    `outputs`: `(batch, classes, dim)`; `head`: an `OUTPUT_KINDS` entry.
+    """
+    if head == "squashed":
+        return outputs
+    if head == "pose_score":
+        # A linear classifier shared by the classes scores each pose, as
+        # Tsai et al. (2020) read their class capsules (their logits); the
+        # capsule is the pose's direction scaled to sigmoid(score).
+        scores = keras.layers.Dense(1, name="class_score")(
+            outputs)  # (batch, classes, 1)
+        scores = keras.layers.Activation(
+            "sigmoid", name="class_activation")(scores)
+        directions = keras.layers.UnitNormalization(
+            axis=-1, name="class_direction")(outputs)  # norms 1
+        return keras.layers.Multiply(name=roles.CLASS_CAPSULES)(
+            [directions, scores])  # (batch, classes, dim), norms in (0, 1)
+    if head == "layer_norm":  # norms ~sqrt(d) -> ~1
+        dim = outputs.shape[-1]
+        outputs = keras.layers.Rescaling(
+            1.0 / math.sqrt(dim), name="routing_scale")(outputs)
+    return layers.Squash(name=roles.CLASS_CAPSULES)(outputs)
 
 
 # The family's presets; every router shares them.

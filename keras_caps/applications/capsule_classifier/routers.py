@@ -11,13 +11,26 @@ scores of the margin loss:
   `HybridRouting`, `AttentionRouting`; and `EMRouting` and `SelfRouting`,
   whose vector outputs have the parent activation, in [0, 1], as their
   length).
-- `"unsquashed"`: squashed by a `Squash` layer (`VectorRouting` with
-  `normalize=False`).
+- `"unsquashed"`: squashed by a `Squash` layer (the head of
+  `VectorRouting`, with `normalize=False`, before the `"pose_score"` one;
+  still built with `CapsuleClassifier(head="unsquashed")`).
 - `"layer_norm"`: each output capsule is LayerNormed, so its norm is about
   `sqrt(capsule_dim)`, where the squash saturates (its slope at a norm of
   4 is e^-4); the capsules are scaled by `1 / sqrt(capsule_dim)` first
   (`InvertedAttentionRouting`). The LayerNorm's affine weights, shared by
-  all capsules, are what makes lengths differ between classes.
+  all capsules, are what makes lengths differ between classes; at
+  initialisation (scale 1, offset 0) every class capsule has the same
+  length, so the margin loss sends almost no gradient into the router
+  (the head of `InvertedAttentionRouting` before the `"pose_score"` one;
+  still built with `CapsuleClassifier(head="layer_norm")`).
+- `"pose_score"`: each output capsule (a LayerNormed pose) is scored by a
+  linear classifier shared by the classes, `score_j = w . pose_j + b` (one
+  `Dense(1)`), as Tsai et al. (2020) read their class capsules' poses as
+  logits; the class capsule is the pose's direction scaled to
+  `sigmoid(score_j)`, so its length, in (0, 1), is the class score of the
+  margin loss (`InvertedAttentionRouting`; and `VectorRouting`, whose
+  outputs Heinsen (2022) reads as logits: with 1-D outputs, its final
+  routing gives one logit per class).
 
 Adding a router is one entry: a factory and a `RouterChoice(factory,
 layer_class, outputs, description)` in `ROUTERS` (the layer itself is a
@@ -33,7 +46,7 @@ from collections.abc import Callable
 
 from keras_caps import layers
 
-OUTPUT_KINDS = ("squashed", "unsquashed", "layer_norm")
+OUTPUT_KINDS = ("squashed", "unsquashed", "layer_norm", "pose_score")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,21 +61,34 @@ class RouterChoice:
         layer_class: The layer's class, whose constructor arguments are the
             options a user may pass.
         outputs: str. One of `OUTPUT_KINDS`: `"squashed"`, `"unsquashed"`
-            (the head squashes them) or `"layer_norm"` (the head scales
-            them by `1 / sqrt(capsule_dim)` and squashes them).
+            (the head squashes them), `"layer_norm"` (the head scales
+            them by `1 / sqrt(capsule_dim)` and squashes them) or
+            `"pose_score"` (the head scales each one's direction to the
+            sigmoid of a linear score of it).
         description: str. One line for tables and help texts.
+        other_outputs: tuple of str. Other `OUTPUT_KINDS` the head may read
+            the layer's outputs as (`CapsuleClassifier(head=...)`), e.g.
+            the head of models saved by earlier versions. Defaults to `()`.
     """
 
     factory: Callable
     layer_class: type
     outputs: str
     description: str
+    other_outputs: tuple = ()
 
     def __post_init__(self):
-        if self.outputs not in OUTPUT_KINDS:
-            raise ValueError(
-                f"Unknown `outputs`. Expected one of {list(OUTPUT_KINDS)}. "
-                f"Received: outputs={self.outputs!r}")
+        for kind in (self.outputs, *self.other_outputs):
+            if kind not in OUTPUT_KINDS:
+                raise ValueError(
+                    "Unknown `outputs`. Expected one of "
+                    f"{list(OUTPUT_KINDS)}. Received: outputs={kind!r}")
+
+    @property
+    def heads(self):
+        """The `OUTPUT_KINDS` the head may read the outputs as, default
+        first."""
+        return (self.outputs, *self.other_outputs)
 
     def check_options(self, name, options):
         """Raises a `ValueError` for options the layer does not take."""
@@ -130,7 +156,11 @@ def _inverted_attention(num_capsules, capsule_dim, num_inputs, options,
 
 def _vector(num_capsules, capsule_dim, num_inputs, options, name):
     # Unnormalised outputs: with `normalize=True` (a LayerNorm without
-    # affine weights) every class capsule has the same length.
+    # affine weights) every class capsule has the same length. The head
+    # reads a logit from each output with one linear map shared by the
+    # classes ("pose_score"): as the M-step is linear in its weights, the
+    # logit is what Heinsen's own 1-D outputs (logits) would be with the
+    # vote kernel W_F2 w and biases B_F2[j] . w, plus a bias.
     return layers.VectorRouting(
         num_capsules, capsule_dim,
         **{"num_inputs": num_inputs, "normalize": False, **options},
@@ -186,11 +216,15 @@ ROUTERS = {
         "averaged with uniform couplings 1/classes, one pass"),
     "inverted_attention": RouterChoice(
         _inverted_attention, layers.InvertedAttentionRouting,
-        outputs="layer_norm",
-        description="inverted dot-product attention routing, 2 passes"),
+        outputs="pose_score",
+        description="inverted dot-product attention routing, 2 passes; "
+        "lengths are the sigmoids of a linear score of each class pose",
+        other_outputs=("layer_norm",)),
     "vector": RouterChoice(
-        _vector, layers.VectorRouting, outputs="unsquashed",
-        description="Heinsen's vector routing, 2 iterations, unnormalised"),
+        _vector, layers.VectorRouting, outputs="pose_score",
+        description="Heinsen's vector routing, 2 iterations, unnormalised; "
+        "lengths are the sigmoids of a linear score (logit) of each output",
+        other_outputs=("unsquashed",)),
     "hybrid": RouterChoice(
         _hybrid, layers.HybridRouting, outputs="squashed",
         description="dynamic routing + bilinear attention term (learned "
