@@ -10,6 +10,7 @@ are the other arguments of `keras_caps.training.train`.
 """
 
 import dataclasses
+import inspect
 import numbers
 
 from keras_caps import datasets
@@ -33,8 +34,9 @@ PROTOCOLS = {
 RECORD_KEYS = ("model", "dataset", "protocol", "epochs", "steps_per_epoch",
                "batch_size", "precision", "seed", "reconstruction",
                "deterministic", "dataset_options", "routing_temperature",
-               "preset", "data_source")
-_OPTIONAL_KEYS = ("routing_temperature", "preset", "data_source")
+               "preset", "data_source", "stem_normalization")
+_OPTIONAL_KEYS = ("routing_temperature", "preset", "data_source",
+                  "stem_normalization")
 # The only loader option of a dataset a user brings.
 USER_DATA_OPTIONS = ("augment",)
 # The schedule's argument names -> the settings' (for error messages).
@@ -91,6 +93,11 @@ class TrainingSettings:
             class names, test data, content fingerprint), which
             `keras_caps.training.train` fills in when it reads the data;
             a run whose data changed is refused on resume.
+        stem_normalization: str or `None`. The builder's
+            `stem_normalization` (`"batch"` or `"group"`, for the models
+            whose builder takes it: `CapsuleClassifier`, `CNNBaseline`);
+            `None`: the builder's default, and not recorded (so records
+            written before it existed read the same).
 
     Example:
 
@@ -118,6 +125,7 @@ class TrainingSettings:
     min_temperature: float | None = None
     preset: str | None = None
     data_source: dict | None = None
+    stem_normalization: str | None = None
 
     def __post_init__(self):
         check_known_name("model", self.model, MODELS)
@@ -136,6 +144,27 @@ class TrainingSettings:
         self._set("dataset_options",
                   _check_dataset_options(self.dataset_options))
         self.temperature_schedule()  # Checks the three temperature fields.
+        self._check_stem_normalization()
+
+    def _check_stem_normalization(self):
+        if self.stem_normalization is None:
+            return
+        check_known_name("stem_normalization", self.stem_normalization,
+                         ("batch", "group"))
+        builder = MODELS[self.model].builder
+        if "stem_normalization" not in inspect.signature(
+                builder).parameters:
+            raise ValueError(
+                f"The model {self.model!r} has no `stem_normalization` "
+                "option (CapsuleClassifier and CNNBaseline have). Drop it. "
+                f"Received: stem_normalization={self.stem_normalization!r}")
+
+    def builder_options(self):
+        """The builder arguments these settings fix beyond the preset
+        (`stem_normalization` when set), for `ModelFamily.build`."""
+        if self.stem_normalization is None:
+            return {}
+        return {"stem_normalization": self.stem_normalization}
 
     def is_user_data(self):
         """Whether `dataset` is a dataset a user brings (`folder:`, ...)."""
@@ -300,6 +329,8 @@ class TrainingSettings:
         if self.is_user_data():
             record["preset"] = self.preset
             record["data_source"] = self.data_source
+        if self.stem_normalization is not None:
+            record["stem_normalization"] = self.stem_normalization
         return record
 
     @classmethod
