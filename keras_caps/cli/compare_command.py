@@ -43,7 +43,21 @@ def add_compare_command(commands):
     compare.add_argument("--output-dir", default=None,
                          help="Defaults to runs/compare_<dataset>.")
     add_corruption_arguments(compare)
+    _add_normalization_arguments(compare)
     compare.set_defaults(handler=run_compare, on_interrupt=_interrupted)
+
+
+def _add_normalization_arguments(compare):
+    compare.add_argument("--adapt-batchnorm", action="store_true",
+                         help="Also evaluate every model with its BatchNorm "
+                         "statistics re-estimated on each (corrupted) test "
+                         "set: test-time adaptation; models are not "
+                         "changed or retrained.")
+    compare.add_argument("--stem-normalization", default="batch",
+                         choices=("batch", "group"),
+                         help="The stem's normalisation: batch (default) "
+                         "or group (GroupNorm, 8 channels per group, no "
+                         "batch statistics).")
 
 
 def _add_recipe_arguments(compare):
@@ -85,7 +99,9 @@ def run_compare(args):
         corruptions=requested_corruptions(args),
         evaluation_seed=args.corruption_seed, isolation=args.isolation,
         verbose=0, download=args.download, preset=args.preset,
-        read_options=user_data_options(args))
+        read_options=user_data_options(args),
+        adapt_batchnorm=args.adapt_batchnorm,
+        stem_normalization=args.stem_normalization)
     with open(os.path.join(output_dir, "results.md")) as file:
         print(file.read())
     for router, row in results["routers"].items():

@@ -15,7 +15,10 @@ evaluates every selected model on the same clean and corrupted test data
   the TFDS dataset's name and version): a folder made with other settings
   or other data is refused before anything trains, nothing overwritten;
 - `models/<router>_seed<seed>/`: each run of `keras_caps.training.train`
-  (`model.keras`, `metrics.json`, ...) and its `robustness.json`;
+  (`model.keras`, `metrics.json`, ...) and its `robustness.json`, with
+  the predicted class of every test image clean and under each
+  corruption (`predictions.npz`) and the confusion matrices
+  (`confusion.npz`), see `keras_caps.evaluation.predictions`;
 - `results.md`, `results.csv`, `results.json`: the table;
 - `accuracy_vs_severity.png`: accuracy against each corruption's severity,
   one line per router with a +-std band (needs matplotlib).
@@ -56,10 +59,14 @@ from keras_caps.applications.capsule_classifier import (
     CAPSULE_CLASSIFIER_PRESETS,
 )
 from keras_caps.applications.capsule_classifier import ROUTERS
+from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
+    STEM_NORMALIZATIONS,
+)
 from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.evaluation import comparison_process
+from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.evaluation import robustness
 from keras_caps.evaluation import user_data_comparison
 from keras_caps.training.atomic_files import write_atomically
@@ -70,6 +77,8 @@ from keras_caps.training.record_files import UnreadableRecordError
 from keras_caps.training.record_files import read_json_record
 from keras_caps.training.training_settings import PROTOCOLS
 from keras_caps.training.training_settings import TrainingSettings
+from keras_caps.validation import check_bool
+from keras_caps.validation import check_choice
 
 # Comparison names -> `keras-caps train --model` names.
 COMPARED_MODELS = {
@@ -86,7 +95,8 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
             epochs=None, steps_per_epoch=None, batch_size=None,
             data_dir=None, validation="holdout", reconstruction=True,
             corruptions=None, evaluation_seed=1234, isolation="process",
-            verbose=0, download=True, preset=None, read_options=None):
+            verbose=0, download=True, preset=None, read_options=None,
+            adapt_batchnorm=False, stem_normalization="batch"):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -129,6 +139,15 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
         read_options: dict or `None`. A user's dataset: how to read it,
             `image_size`, `color_mode`, `test_dir`, `test_share` (see
             `keras_caps.training.train`).
+        adapt_batchnorm: bool. Also evaluate every model with its
+            BatchNorm statistics re-estimated on each test set (see
+            `keras_caps.evaluation.batchnorm_adaptation`). It changes no
+            model: a finished comparison can be resumed with or without
+            it (its models are evaluated again, not trained). Defaults to
+            `False`.
+        stem_normalization: str. `"batch"` (default) or `"group"`: every
+            model's stem normalised by GroupNormalization instead of
+            BatchNormalization (the builders' `stem_normalization`).
 
     Returns:
         dict: the `results.json` record (`"settings"` with `"data"`,
@@ -178,6 +197,8 @@ def compare(routers=None, dataset="mnist", *, output_dir, seeds=(0, 1),
     settings = _check_settings(
         routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
         validation, reconstruction, corruptions, evaluation_seed, preset)
+    settings.update(normalization_settings(
+        adapt_batchnorm, stem_normalization, user_data is not None))
     settings["data"] = (data_record(dataset, data_dir)
                         if user_data is None else user_data)
     _claim_output_dir(output_dir, settings)
@@ -246,6 +267,37 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
     return settings
 
 
+NORMALIZATION_DEFAULTS = {"adapt_batchnorm": False,
+                          "stem_normalization": "batch"}
+
+
+def normalization_settings(adapt_batchnorm, stem_normalization,
+                           user_data=False):
+    """The comparison's `adapt_batchnorm` and `stem_normalization`
+    settings, checked (a user's dataset is evaluated on clean images
+    only, so without adaptation)."""
+    check_bool("adapt_batchnorm", adapt_batchnorm)
+    check_choice("stem_normalization", stem_normalization,
+                 STEM_NORMALIZATIONS)
+    if adapt_batchnorm and user_data:
+        raise ValueError(
+            "`adapt_batchnorm` (--adapt-batchnorm) re-estimates BatchNorm "
+            "statistics on the built-in datasets' corrupted test sets; a "
+            "comparison on a user's dataset measures clean accuracy only. "
+            "Drop it. Received: adapt_batchnorm=True")
+    return {"adapt_batchnorm": adapt_batchnorm,
+            "stem_normalization": stem_normalization}
+
+
+def with_normalization_defaults(settings):
+    """A `compare.json` record with `NORMALIZATION_DEFAULTS` for the keys
+    an earlier keras_caps did not write (its models have BatchNorm stems
+    and its evaluations no adaptation)."""
+    if not isinstance(settings, dict):
+        return settings
+    return {**NORMALIZATION_DEFAULTS, **settings}
+
+
 def _check_routers(routers):
     routers = list(COMPARED_MODELS) if routers is None else list(routers)
     if not routers:
@@ -304,7 +356,16 @@ def training_settings(settings, router, seed):
         validation=settings["validation"],
         # The CNN has no decoder.
         reconstruction=settings["reconstruction"] and router != "cnn",
-        **user_data)
+        **user_data, **_stem_option(settings))
+
+
+def _stem_option(settings):
+    """`stem_normalization` of the models, unless the default (`"batch"`,
+    which their records leave out, as before the option existed)."""
+    stem_normalization = settings.get("stem_normalization", "batch")
+    if stem_normalization == "batch":
+        return {}
+    return {"stem_normalization": stem_normalization}
 
 
 def _claim_output_dir(output_dir, settings):
@@ -320,8 +381,12 @@ def _claim_output_dir(output_dir, settings):
         previous = _read_record(
             path, "It holds the comparison's settings: restore it, or use "
             "another --output-dir. Nothing was overwritten.")
+        previous = with_normalization_defaults(previous)
         current = json.loads(json.dumps(settings))
-        _check_same_comparison(output_dir, previous, current)
+        # `adapt_batchnorm` changes evaluations only: it may differ.
+        _check_same_comparison(output_dir, {
+            **previous, "adapt_batchnorm": current["adapt_batchnorm"]},
+            current)
         if previous != current:
             write_json_atomically(path, settings)
         return
@@ -418,8 +483,14 @@ def run_dir(output_dir, router, seed):
 def _evaluation_settings(settings):
     """What a model's `robustness.json` must have been made with to be
     reused: the corruptions, their seed and the data."""
-    return {"corruptions": settings["corruptions"],
-            "seed": settings["evaluation_seed"], "data": settings["data"]}
+    evaluation = {"corruptions": settings["corruptions"],
+                  "seed": settings["evaluation_seed"],
+                  "data": settings["data"]}
+    if "preset" not in settings:  # Built-in data: per-image predictions.
+        evaluation["predictions"] = predictions_lib.FORMAT
+    if settings.get("adapt_batchnorm"):
+        evaluation["adapt_batchnorm"] = True
+    return evaluation
 
 
 def _finished_evaluation(folder, evaluation):
@@ -437,7 +508,20 @@ def _finished_evaluation(folder, evaluation):
         return None
     if finished.get("settings") != json.loads(json.dumps(evaluation)):
         return None
+    if evaluation.get("predictions") and not _readable_predictions(folder):
+        return None
     return finished
+
+
+def _readable_predictions(folder):
+    """Whether the model's `predictions.npz` is there and readable (else
+    the model is evaluated again)."""
+    try:
+        predictions_lib.read_predictions(folder)
+    except (OSError, ValueError) as error:
+        logging.warning("%s The model is evaluated again.", error)
+        return False
+    return True
 
 
 def _run_model(router, seed, settings, output_dir, verbose, isolation,
@@ -524,7 +608,9 @@ def train_and_evaluate(router, settings, folder, evaluation, *,
             record = robustness.evaluate_robustness(
                 model_path, settings.dataset,
                 corruptions=evaluation["corruptions"], data_dir=data_dir,
-                seed=evaluation["seed"], download=download)
+                seed=evaluation["seed"], download=download,
+                predictions_dir=folder,
+                adapt_batchnorm=evaluation.get("adapt_batchnorm", False))
         write_json_atomically(evaluation_path,
                               {"settings": evaluation, **record})
 
@@ -588,7 +674,27 @@ def _aggregate(runs, settings):
             "images_per_second": float(np.mean(
                 [e["clean"]["images_per_second"] for e in evaluations])),
         }
+        aggregated[router].update(_normalization_summary(evaluations,
+                                                         settings))
     return aggregated
+
+
+def _normalization_summary(evaluations, settings):
+    """Per column key, mean and std over seeds of the majority share and,
+    with `adapt_batchnorm`, of the adapted accuracy and majority share;
+    nothing for evaluations without them (a user's dataset)."""
+    if not all("majority_share" in e for e in evaluations):
+        return {}
+    keys = [key for key, _ in columns(settings)]
+    summary = {"majority_share": {
+        key: _mean_std([e["majority_share"][key] for e in evaluations])
+        for key in keys}}
+    if settings.get("adapt_batchnorm"):
+        for name in ("accuracy", "majority_share"):
+            summary[f"adapted_{name}"] = {
+                key: _mean_std([e["adapted"][name][key]
+                                for e in evaluations]) for key in keys}
+    return summary
 
 
 def _percent(stats):

@@ -44,6 +44,9 @@ CONFUSION_FILE = "confusion.npz"
 LABELS = "labels"
 AFFINE_LABELS = "labels:affine"
 ADAPTED_PREFIX = "adapted:"
+# The version of this format, recorded in a comparison's evaluation
+# settings: a `robustness.json` of another version is evaluated again.
+FORMAT = 1
 
 
 def class_dtype(num_classes):
