@@ -381,12 +381,11 @@ def _claim_output_dir(output_dir, settings):
         previous = _read_record(
             path, "It holds the comparison's settings: restore it, or use "
             "another --output-dir. Nothing was overwritten.")
-        previous = with_normalization_defaults(previous)
         current = json.loads(json.dumps(settings))
         # `adapt_batchnorm` changes evaluations only: it may differ.
         _check_same_comparison(output_dir, {
-            **previous, "adapt_batchnorm": current["adapt_batchnorm"]},
-            current)
+            **with_normalization_defaults(previous),
+            "adapt_batchnorm": current["adapt_batchnorm"]}, current)
         if previous != current:
             write_json_atomically(path, settings)
         return
