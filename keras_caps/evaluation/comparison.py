@@ -26,7 +26,8 @@ evaluates every selected model on the same clean and corrupted test data
 It resumes: a model whose run has finished (`metrics.json` written) is not
 trained again, and its evaluation is reused when it was made with the same
 corruptions, seed and data (an unreadable `robustness.json` is computed
-again); a run killed halfway resumes from its backup (see
+again, and so is one without a readable `predictions.npz`, as an earlier
+keras_caps wrote them); a run killed halfway resumes from its backup (see
 `keras_caps.training.train`). A `compare.json` written before the data
 was recorded (by an earlier keras_caps, without `"data"`) is refused, not
 adopted: nothing tells which data its models were trained on.
