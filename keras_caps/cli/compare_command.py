@@ -52,7 +52,21 @@ def add_compare_command(commands):
     compare.add_argument("--output-dir", default=None,
                          help="Defaults to runs/compare_<dataset>.")
     add_corruption_arguments(compare)
+    _add_normalization_arguments(compare)
     compare.set_defaults(handler=run_compare, on_interrupt=_interrupted)
+
+
+def _add_normalization_arguments(compare):
+    compare.add_argument("--adapt-batchnorm", action="store_true",
+                         help="Also evaluate every model with its BatchNorm "
+                         "statistics re-estimated on each (corrupted) test "
+                         "set: test-time adaptation; models are not "
+                         "changed or retrained.")
+    compare.add_argument("--stem-normalization", default="batch",
+                         choices=("batch", "group"),
+                         help="The stem's normalisation: batch (default) "
+                         "or group (GroupNorm, 8 channels per group, no "
+                         "batch statistics).")
 
 
 def _add_recipe_arguments(compare):
@@ -112,7 +126,8 @@ def run_compare(args):
         verbose=0, download=args.download, preset=args.preset,
         read_options=user_data_options(args), reference=args.reference,
         until_accuracy=args.until_accuracy, workers=args.workers,
-        shard=args.shard)
+        shard=args.shard, adapt_batchnorm=args.adapt_batchnorm,
+        stem_normalization=args.stem_normalization)
     if "unfinished" in results:
         _print_unfinished(results, args, output_dir)
         return 0

@@ -2,6 +2,7 @@
 on clean and, optionally, corrupted test data."""
 
 import json
+import os
 import sys
 
 from keras_caps.cli.argument_types import positive_int
@@ -51,6 +52,17 @@ def add_evaluate_command(commands):
                           "evaluate --output` wrote; any other file is "
                           "never replaced).")
     add_corruption_arguments(evaluate)
+    evaluate.add_argument("--adapt-batchnorm", action="store_true",
+                          help="With corruptions: also classify each test "
+                          "set with every BatchNormalization layer's "
+                          "statistics re-estimated on that set (test-time "
+                          "adaptation, Schneider et al. 2020); the model "
+                          "file is not changed.")
+    evaluate.add_argument("--predictions-dir", default=None,
+                          help="With corruptions: write the predicted "
+                          "class of every test image (predictions.npz) "
+                          "and the confusion matrices (confusion.npz) to "
+                          "this folder.")
     evaluate.set_defaults(handler=run_evaluate)
 
 
@@ -70,7 +82,9 @@ def run_evaluate(args):
         record["robustness"] = evaluate_robustness(
             args.model_path, args.dataset, corruptions=corruptions,
             data_dir=args.data_dir, seed=args.corruption_seed,
-            dataset_options=options, download=args.download)
+            dataset_options=options, download=args.download,
+            predictions_dir=args.predictions_dir,
+            adapt_batchnorm=args.adapt_batchnorm)
     if args.output:  # The mark that lets a later evaluate replace it.
         record[WRITTEN_BY] = EVALUATE_MARK
     # Printed first: a failed write below does not lose the metrics.
@@ -97,6 +111,15 @@ def _check_evaluate_arguments(args, corruptions):
             "--occlusion, --affine) read the built-in datasets' test sets; "
             "they do not run on your own data yet. Evaluate it without "
             f"them. Received: --dataset {args.dataset}")
+    if not corruptions and (args.adapt_batchnorm or args.predictions_dir):
+        raise ValueError(
+            "--adapt-batchnorm and --predictions-dir apply to the "
+            "robustness evaluation: add a corruption (--noise, "
+            "--pixel-corruption, --occlusion or --affine). Received: "
+            f"--adapt-batchnorm={args.adapt_batchnorm}, --predictions-dir="
+            f"{args.predictions_dir!r}")
+    if args.predictions_dir:
+        _check_predictions_dir(args.predictions_dir)
     if corruptions:
         from keras_caps.evaluation.robustness import check_corruptions
 
@@ -106,6 +129,20 @@ def _check_evaluate_arguments(args, corruptions):
                 "them with `--model-path`, not `--weights`. Received: "
                 f"--weights={args.weights!r}")
         check_corruptions(args.dataset, corruptions)
+
+
+def _check_predictions_dir(folder):
+    """Refuses a `--predictions-dir` whose files would be replaced."""
+    from keras_caps.evaluation import predictions
+
+    present = [name for name in (predictions.PREDICTIONS_FILE,
+                                 predictions.CONFUSION_FILE)
+               if os.path.exists(os.path.join(folder, name))]
+    if present:
+        raise ValueError(
+            f"--predictions-dir {folder!r} already holds {present}; they "
+            "are not replaced. Choose another folder, or move them. "
+            f"Received: --predictions-dir={folder!r}")
 
 
 def _refuse_user_data_flags(args):

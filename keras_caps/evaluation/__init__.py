@@ -10,9 +10,11 @@ import importlib
 
 from keras_caps.evaluation import corruptions
 
-_LAZY_MODULES = ("robustness", "comparison")
+_LAZY_MODULES = ("robustness", "comparison", "predictions",
+                 "batchnorm_adaptation")
 _LAZY_FUNCTIONS = {"evaluate_robustness": "robustness",
-                   "compare": "comparison"}
+                   "compare": "comparison",
+                   "read_predictions": "predictions"}
 
 
 def __getattr__(name):

@@ -15,7 +15,10 @@ evaluates every selected model on the same clean and corrupted test data
   the TFDS dataset's name and version): a folder made with other settings
   or other data is refused before anything trains, nothing overwritten;
 - `models/<router>_seed<seed>/`: each run of `keras_caps.training.train`
-  (`model.keras`, `metrics.json`, ...) and its `robustness.json`;
+  (`model.keras`, `metrics.json`, ...) and its `robustness.json`, with
+  the predicted class of every test image clean and under each
+  corruption (`predictions.npz`) and the confusion matrices
+  (`confusion.npz`), see `keras_caps.evaluation.predictions`;
 - `results.md`, `results.csv`, `results.json`: the table: means over
   seeds with 95 % intervals, each model tested against a reference
   (`keras_caps.evaluation.comparison_significance`), relative corruption
@@ -34,7 +37,8 @@ table is written once every model is finished (see
 It resumes: a model whose run has finished (`metrics.json` written) is not
 trained again, and its evaluation is reused when it was made with the same
 corruptions, seed and data (an unreadable `robustness.json` is computed
-again); a run killed halfway resumes from its backup (see
+again, and so is one without a readable `predictions.npz`, as an earlier
+keras_caps wrote them); a run killed halfway resumes from its backup (see
 `keras_caps.training.train`). A `compare.json` written before the data
 was recorded (by an earlier keras_caps, without `"data"`) is refused, not
 adopted: nothing tells which data its models were trained on.
@@ -67,6 +71,9 @@ from keras_caps.applications.capsule_classifier import (
     CAPSULE_CLASSIFIER_PRESETS,
 )
 from keras_caps.applications.capsule_classifier import ROUTERS
+from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
+    STEM_NORMALIZATIONS,
+)
 from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
@@ -74,6 +81,7 @@ from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import comparison_significance
 from keras_caps.evaluation import comparison_statistics
 from keras_caps.evaluation import learning_curves
+from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.evaluation import robustness
 from keras_caps.evaluation import shards
 from keras_caps.evaluation import user_data_comparison
@@ -85,6 +93,8 @@ from keras_caps.training.record_files import UnreadableRecordError
 from keras_caps.training.record_files import read_json_record
 from keras_caps.training.training_settings import PROTOCOLS
 from keras_caps.training.training_settings import TrainingSettings
+from keras_caps.validation import check_bool
+from keras_caps.validation import check_choice
 
 # Comparison names -> `keras-caps train --model` names.
 COMPARED_MODELS = {
@@ -167,7 +177,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             reconstruction=True, corruptions=None, evaluation_seed=1234,
             isolation="process", verbose=0, download=True, preset=None,
             read_options=None, reference=None, until_accuracy=None,
-            workers=1, shard=None):
+            workers=1, shard=None, adapt_batchnorm=False,
+            stem_normalization="batch"):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -236,6 +247,15 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             folder from many machines; the table is written once every
             model is finished (by the last share, or a rerun without
             `shard`).
+        adapt_batchnorm: bool. Also evaluate every model with its
+            BatchNorm statistics re-estimated on each test set (see
+            `keras_caps.evaluation.batchnorm_adaptation`). It changes no
+            model: a finished comparison can be resumed with or without
+            it (its models are evaluated again, not trained). Defaults to
+            `False`.
+        stem_normalization: str. `"batch"` (default) or `"group"`: every
+            model's stem normalised by GroupNormalization instead of
+            BatchNormalization (the builders' `stem_normalization`).
 
     Returns:
         dict: the `results.json` record (`"settings"` with `"data"`,
@@ -275,29 +295,19 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     # Every model trains with `train`: a backend it refuses is refused
     # before any data is read or the folder is claimed.
     check_backend("`keras-caps compare` (`keras_caps.evaluation.compare`)")
-    user_data = None
-    if is_user_dataset(dataset):
-        if corruptions and any(corruptions.values()):
-            raise ValueError(
-                "The corruptions read the built-in datasets' test sets; a "
-                f"comparison on {dataset} measures clean accuracy only. "
-                f"Drop them. Received: corruptions={corruptions!r}")
-        preset, user_data = user_data_comparison.read_comparison_data(
-            COMPARED_MODELS[_check_routers(routers)[0]], dataset, preset,
-            read_options, data_dir=data_dir, download=download)
-    elif preset is not None or any((read_options or {}).values()):
-        raise ValueError(
-            "`preset` and `read_options` (--preset, --image-size, "
-            "--color-mode, --test-dir, --test-share) apply to datasets a "
-            f"user brings only; {dataset!r} has its own. Received: "
-            f"preset={preset!r}, read_options={read_options!r}")
+    preset, user_data = _user_data(routers, dataset, corruptions, preset,
+                                   read_options, data_dir, download)
     settings = _check_settings(
         routers, dataset, seeds, epochs, steps_per_epoch, batch_size,
         validation, reconstruction, corruptions, evaluation_seed, preset,
         until_accuracy)
     reference = _check_reference(reference, settings["routers"])
+    settings.update(normalization_settings(
+        adapt_batchnorm, stem_normalization, user_data is not None))
     settings["data"] = (data_record(dataset, data_dir)
                         if user_data is None else user_data)
+    for router in settings["routers"]:  # A model refusing an option
+        training_settings(settings, router, settings["seeds"][0])
     _claim_output_dir(output_dir, settings)
     if user_data is not None:
         data_dir = settings["data"]["data_dir"]
@@ -316,6 +326,28 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     results = results_record(runs, settings, reference)
     _write_results(results, output_dir)
     return results
+
+
+def _user_data(routers, dataset, corruptions, preset, read_options,
+               data_dir, download):
+    """`(preset, data record)` of a dataset a user brings (read and
+    checked here), `(preset, None)` for a built-in one."""
+    if is_user_dataset(dataset):
+        if corruptions and any(corruptions.values()):
+            raise ValueError(
+                "The corruptions read the built-in datasets' test sets; a "
+                f"comparison on {dataset} measures clean accuracy only. "
+                f"Drop them. Received: corruptions={corruptions!r}")
+        return user_data_comparison.read_comparison_data(
+            COMPARED_MODELS[_check_routers(routers)[0]], dataset, preset,
+            read_options, data_dir=data_dir, download=download)
+    if preset is not None or any((read_options or {}).values()):
+        raise ValueError(
+            "`preset` and `read_options` (--preset, --image-size, "
+            "--color-mode, --test-dir, --test-share) apply to datasets a "
+            f"user brings only; {dataset!r} has its own. Received: "
+            f"preset={preset!r}, read_options={read_options!r}")
+    return preset, None
 
 
 def _write_results(results, output_dir):
@@ -402,6 +434,37 @@ def _check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
     return settings
 
 
+NORMALIZATION_DEFAULTS = {"adapt_batchnorm": False,
+                          "stem_normalization": "batch"}
+
+
+def normalization_settings(adapt_batchnorm, stem_normalization,
+                           user_data=False):
+    """The comparison's `adapt_batchnorm` and `stem_normalization`
+    settings, checked (a user's dataset is evaluated on clean images
+    only, so without adaptation)."""
+    check_bool("adapt_batchnorm", adapt_batchnorm)
+    check_choice("stem_normalization", stem_normalization,
+                 STEM_NORMALIZATIONS)
+    if adapt_batchnorm and user_data:
+        raise ValueError(
+            "`adapt_batchnorm` (--adapt-batchnorm) re-estimates BatchNorm "
+            "statistics on the built-in datasets' corrupted test sets; a "
+            "comparison on a user's dataset measures clean accuracy only. "
+            "Drop it. Received: adapt_batchnorm=True")
+    return {"adapt_batchnorm": adapt_batchnorm,
+            "stem_normalization": stem_normalization}
+
+
+def with_normalization_defaults(settings):
+    """A `compare.json` record with `NORMALIZATION_DEFAULTS` for the keys
+    an earlier keras_caps did not write (its models have BatchNorm stems
+    and its evaluations no adaptation)."""
+    if not isinstance(settings, dict):
+        return settings
+    return {**NORMALIZATION_DEFAULTS, **settings}
+
+
 def _check_routers(routers):
     routers = list(COMPARED_MODELS) if routers is None else list(routers)
     if not routers:
@@ -473,7 +536,17 @@ def training_settings(settings, router, seed):
         # The CNNs have no decoder, the ladder's step 3 always has one.
         reconstruction=model_reconstruction(router,
                                             settings["reconstruction"]),
-        until_accuracy=settings.get("until_accuracy"), **user_data)
+        until_accuracy=settings.get("until_accuracy"), **user_data,
+        **_stem_option(settings))
+
+
+def _stem_option(settings):
+    """`stem_normalization` of the models, unless the default (`"batch"`,
+    which their records leave out, as before the option existed)."""
+    stem_normalization = settings.get("stem_normalization", "batch")
+    if stem_normalization == "batch":
+        return {}
+    return {"stem_normalization": stem_normalization}
 
 
 def _claim_output_dir(output_dir, settings):
@@ -490,7 +563,10 @@ def _claim_output_dir(output_dir, settings):
             path, "It holds the comparison's settings: restore it, or use "
             "another --output-dir. Nothing was overwritten.")
         current = json.loads(json.dumps(settings))
-        _check_same_comparison(output_dir, previous, current)
+        # `adapt_batchnorm` changes evaluations only: it may differ.
+        _check_same_comparison(output_dir, {
+            **with_normalization_defaults(previous),
+            "adapt_batchnorm": current["adapt_batchnorm"]}, current)
         if previous != current:
             write_json_atomically(path, settings)
         return
@@ -616,8 +692,14 @@ def run_dir(output_dir, router, seed):
 def _evaluation_settings(settings):
     """What a model's `robustness.json` must have been made with to be
     reused: the corruptions, their seed and the data."""
-    return {"corruptions": settings["corruptions"],
-            "seed": settings["evaluation_seed"], "data": settings["data"]}
+    evaluation = {"corruptions": settings["corruptions"],
+                  "seed": settings["evaluation_seed"],
+                  "data": settings["data"]}
+    if "preset" not in settings:  # Built-in data: per-image predictions.
+        evaluation["predictions"] = predictions_lib.FORMAT
+    if settings.get("adapt_batchnorm"):
+        evaluation["adapt_batchnorm"] = True
+    return evaluation
 
 
 def _finished_evaluation(folder, evaluation):
@@ -635,7 +717,21 @@ def _finished_evaluation(folder, evaluation):
         return None
     if finished.get("settings") != json.loads(json.dumps(evaluation)):
         return None
+    if evaluation.get("predictions") and not _readable_predictions(folder):
+        return None
     return finished
+
+
+def _readable_predictions(folder):
+    """Whether the model's `predictions.npz` is there and readable (else
+    the model is evaluated again)."""
+    try:
+        predictions_lib.read_predictions(folder)
+    except (OSError, ValueError) as error:
+        logging.warning("%s The model is evaluated again.", error)
+        return False
+    return True
+
 
 
 def _train_models(models, settings, output_dir, options, workers):
@@ -749,7 +845,9 @@ def train_and_evaluate(router, settings, folder, evaluation, *,
             record = robustness.evaluate_robustness(
                 model_path, settings.dataset,
                 corruptions=evaluation["corruptions"], data_dir=data_dir,
-                seed=evaluation["seed"], download=download)
+                seed=evaluation["seed"], download=download,
+                predictions_dir=folder,
+                adapt_batchnorm=evaluation.get("adapt_batchnorm", False))
         write_json_atomically(evaluation_path,
                               {"settings": evaluation, **record})
 
@@ -858,6 +956,8 @@ def _aggregate(runs, settings):
                                    for e in evaluations]},
             **_aggregate_costs(mine, evaluations),
         }
+        aggregated[router].update(_normalization_summary(evaluations,
+                                                         settings))
     return aggregated
 
 
@@ -905,6 +1005,25 @@ def _aggregate_costs(runs, evaluations):
         "peak_memory_per_model": bool(measured) and all(
             run.get("peak_memory_per_model") is True for run in measured),
     }
+
+
+def _normalization_summary(evaluations, settings):
+    """Per column key, mean and std over seeds of the majority share and,
+    with `adapt_batchnorm`, of the adapted accuracy and majority share;
+    nothing for evaluations without them (a user's dataset)."""
+    if not all("majority_share" in e for e in evaluations):
+        return {}
+    keys = [key for key, _ in columns(settings)]
+    summary = {"majority_share": {
+        key: _mean_std([e["majority_share"][key] for e in evaluations])
+        for key in keys}}
+    if settings.get("adapt_batchnorm"):
+        for name in ("accuracy", "majority_share"):
+            summary[f"adapted_{name}"] = {
+                key: _mean_std([e["adapted"][name][key]
+                                for e in evaluations]) for key in keys}
+    return summary
+
 
 
 def results_csv(results):

@@ -4,6 +4,18 @@
 flags of `keras-caps evaluate`) classifies the test split of `dataset`
 clean and under each corruption of `keras_caps.evaluation.corruptions`,
 every model seeing the same corrupted images for the same `seed`.
+
+For each set (clean and every corruption) it records the accuracy and the
+share of the images given the most frequent predicted class
+(`"majority_share"`: near 1 / classes for a working model on a balanced
+test set, 1.0 when every image gets one class, a collapse); with
+`predictions_dir` it saves the predicted class of every image
+(`predictions.npz`, read back by
+`keras_caps.evaluation.predictions.read_predictions`; format in that
+module) and the confusion matrices (`confusion.npz`); with
+`adapt_batchnorm=True` it classifies each set a second time with the
+BatchNorm statistics re-estimated on that set
+(`keras_caps.evaluation.batchnorm_adaptation`), under `"adapted"`.
 """
 
 import time
@@ -14,8 +26,11 @@ import numpy as np
 from keras_caps import datasets
 from keras_caps import model_roles as roles
 from keras_caps.diagnostics.costs import cost_record
+from keras_caps.evaluation import batchnorm_adaptation
 from keras_caps.evaluation import corruptions as corruptions_lib
+from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.inference import inference_model
+from keras_caps.validation import check_bool
 
 CORRUPTIONS = ("noise", "pixels", "occlusion", "affine")
 # Datasets whose test split is single-label image classification.
@@ -142,7 +157,8 @@ def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
 
 def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
                         seed=42, batch_size=256, dataset_options=None,
-                        download=True):
+                        download=True, predictions_dir=None,
+                        adapt_batchnorm=False):
     """Accuracy of a classifier on clean and corrupted test images.
 
     Args:
@@ -158,15 +174,29 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         dataset_options: dict or `None`. Options of the test loader.
         download: bool. Without a data folder, let TFDS download the
             dataset if it is not prepared. Defaults to `True`.
+        predictions_dir: str or `None`. Also write the predicted class of
+            every image, clean and under each corruption, to
+            `predictions_dir/predictions.npz` and the confusion matrices to
+            `confusion.npz` (see `keras_caps.evaluation.predictions`).
+        adapt_batchnorm: bool. Also classify each set (clean included)
+            with every BatchNormalization layer's statistics re-estimated
+            on that set (Schneider et al., 2020; see
+            `keras_caps.evaluation.batchnorm_adaptation`), the original
+            statistics restored afterwards. Defaults to `False`.
 
     Returns:
         dict: `"clean"` with `accuracy`, `macro_accuracy` (the mean over
         classes of the per-class accuracy), `images_per_second` (the clean
         pass, after a warm-up batch) and `num_images`; `"noise"`,
         `"pixels"`, `"occlusion"`: severity (as a string) -> accuracy;
-        `"affine"`: accuracy or `None`; `"trainable_parameters"` of the
-        classifier (decoder excluded); its costs
-        (`keras_caps.diagnostics.costs.cost_record`:
+        `"affine"`: accuracy or `None`; `"majority_share"`: column key
+        (`"clean"`, `"noise:0.1"`, ..., as
+        `keras_caps.evaluation.comparison.columns`) -> the share of the
+        images predicted as the most frequent class; with
+        `adapt_batchnorm`, `"adapted"`: `{"accuracy": {key: ...},
+        "majority_share": {key: ...}, "batchnorm_layers": n}`;
+        `"trainable_parameters"` of the classifier (decoder excluded); its
+        costs (`keras_caps.diagnostics.costs.cost_record`:
         `"trainable_parameters_with_decoder"`, `"decoder_parameters"`,
         `"multiply_adds"` of the classifier path, `"decoder_multiply_adds"`);
         `"seed"`, `"dataset"`.
@@ -180,6 +210,7 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     0.9876
     """
     corruptions = check_corruptions(dataset, corruptions)
+    check_bool("adapt_batchnorm", adapt_batchnorm)
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
         model = keras.saving.load_model(model)
     predictor = classifier(model)
@@ -187,18 +218,83 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
                                       dataset_options=dataset_options,
                                       download=download)
 
-    predict, scores = clean_scores(predictor, images, labels, batch_size)
+    predict, scores, predicted = _clean_pass(predictor, images, labels,
+                                             batch_size)
     record = {"dataset": dataset, "seed": seed, **scores,
               **cost_record(model)}
+    sets = _PredictionSets(labels, predicted)
+    if adapt_batchnorm:
+        sets.adapt(predictor, "clean", images, labels, predict, batch_size)
     for kind, severity, corrupted, truth in corrupted_test_sets(
             dataset, images, labels, corruptions, seed, data_dir=data_dir,
             download=download):
-        accuracy = float(np.mean(predict(corrupted) == truth))
+        key = column_key(kind, severity)
+        sets.add(key, predict(corrupted), truth)
+        accuracy = float(np.mean(sets.predictions[key] == truth))
         if kind == "affine":
             record["affine"] = accuracy
         else:
             record[kind][str(severity)] = accuracy
+        if adapt_batchnorm:
+            sets.adapt(predictor, key, corrupted, truth, predict,
+                       batch_size)
+    record.update(sets.record(adapt_batchnorm))
+    if predictions_dir is not None:
+        predictions_lib.write_predictions(
+            predictions_dir, sets.predictions, predictor.output_shape[-1])
     return record
+
+
+def column_key(kind, severity):
+    """The key of a corruption's results: `"noise:0.1"`, ..., `"affine"`
+    (as the comparison's columns, `comparison.columns`)."""
+    return "affine" if kind == "affine" else f"{kind}:{severity}"
+
+
+class _PredictionSets:
+    """The predicted classes of every evaluated set, by column key."""
+
+    def __init__(self, labels, clean):
+        self.predictions = {predictions_lib.LABELS: labels, "clean": clean}
+        self.adapted_layers = 0
+
+    def add(self, key, predicted, labels):
+        self.predictions[key] = predicted
+        if key == "affine":
+            self.predictions[predictions_lib.AFFINE_LABELS] = labels
+
+    def adapt(self, predictor, key, images, labels, predict, batch_size):
+        """Classifies `images` again with BatchNorm statistics adapted
+        to them (`adapted:<key>`)."""
+        with batchnorm_adaptation.adapted_batchnorm(
+                predictor, images, batch_size) as layers:
+            self.adapted_layers = len(layers)
+            predicted = predict(images) if layers else self.predictions[key]
+        self.add(predictions_lib.ADAPTED_PREFIX + key, predicted, labels)
+
+    def record(self, adapted):
+        """`"majority_share"` (and `"adapted"`) of the evaluation record."""
+        shares, accuracies = {}, {}
+        for key, predicted in self.predictions.items():
+            if key in (predictions_lib.LABELS, predictions_lib.AFFINE_LABELS):
+                continue
+            shares[key] = predictions_lib.majority_share(predicted)
+            truth = self.predictions[predictions_lib.labels_of(key)]
+            accuracies[key] = float(np.mean(predicted == truth))
+        prefix = predictions_lib.ADAPTED_PREFIX
+        result = {"majority_share": {key: value for key, value in
+                                     shares.items()
+                                     if not key.startswith(prefix)}}
+        if adapted:
+            result["adapted"] = {
+                "accuracy": {key[len(prefix):]: value for key, value in
+                             accuracies.items() if key.startswith(prefix)},
+                "majority_share": {key[len(prefix):]: value for key, value
+                                   in shares.items()
+                                   if key.startswith(prefix)},
+                "batchnorm_layers": self.adapted_layers,
+            }
+        return result
 
 
 def macro_accuracy(labels, predicted):
@@ -232,6 +328,12 @@ def clean_scores(predictor, images, labels, batch_size):
     record["clean"]["accuracy"]
     ```
     """
+    predict, record, _ = _clean_pass(predictor, images, labels, batch_size)
+    return predict, record
+
+
+def _clean_pass(predictor, images, labels, batch_size):
+    """`clean_scores`, and the predicted classes of the clean images."""
     def predict(batch):
         scores = predictor.predict(batch, batch_size=batch_size, verbose=0)
         return np.asarray(scores).argmax(axis=-1)
@@ -250,4 +352,4 @@ def clean_scores(predictor, images, labels, batch_size):
             "num_images": int(len(images)),
         },
         "noise": {}, "pixels": {}, "occlusion": {}, "affine": None,
-    }
+    }, predicted

@@ -538,7 +538,8 @@ def _build(settings, data, distribution, download):
         if user_data is None:
             network = family.build(settings.dataset,
                                    reconstruction=settings.reconstruction,
-                                   input_statistics=input_statistics)
+                                   input_statistics=input_statistics,
+                                   **settings.builder_options())
         else:
             network = build_for_user_data(family, settings, user_data,
                                           input_statistics)

@@ -10,6 +10,7 @@ are the other arguments of `keras_caps.training.train`.
 """
 
 import dataclasses
+import inspect
 import numbers
 
 from keras_caps import datasets
@@ -33,11 +34,13 @@ PROTOCOLS = {
 RECORD_KEYS = ("model", "dataset", "protocol", "epochs", "steps_per_epoch",
                "batch_size", "precision", "seed", "reconstruction",
                "deterministic", "dataset_options", "routing_temperature",
-               "preset", "data_source", "until_accuracy")
-# `until_accuracy` only when set: a record without it (written before the
-# target existed) resumes as "no target".
+               "preset", "data_source", "until_accuracy",
+               "stem_normalization")
+# `until_accuracy` and `stem_normalization` only when set: a record without
+# them (written before they existed) resumes as "no target" and the
+# builder's default stem.
 _OPTIONAL_KEYS = ("routing_temperature", "preset", "data_source",
-                  "until_accuracy")
+                  "until_accuracy", "stem_normalization")
 # The only loader option of a dataset a user brings.
 USER_DATA_OPTIONS = ("augment",)
 # The schedule's argument names -> the settings' (for error messages).
@@ -103,6 +106,11 @@ class TrainingSettings:
             accuracy reaches the target would make the test set a training
             decision, and the test accuracy reported afterwards would be at
             least the target by construction, not a measurement.
+        stem_normalization: str or `None`. The builder's
+            `stem_normalization` (`"batch"` or `"group"`, for the models
+            whose builder takes it: `CapsuleClassifier`, `CNNBaseline`);
+            `None`: the builder's default, and not recorded (so records
+            written before it existed read the same).
 
     Example:
 
@@ -131,6 +139,7 @@ class TrainingSettings:
     preset: str | None = None
     data_source: dict | None = None
     until_accuracy: float | None = None
+    stem_normalization: str | None = None
 
     def __post_init__(self):
         check_known_name("model", self.model, MODELS)
@@ -151,6 +160,27 @@ class TrainingSettings:
         self.temperature_schedule()  # Checks the three temperature fields.
         self._set("until_accuracy", _check_until_accuracy(
             self.until_accuracy, self.validation))
+        self._check_stem_normalization()
+
+    def _check_stem_normalization(self):
+        if self.stem_normalization is None:
+            return
+        check_known_name("stem_normalization", self.stem_normalization,
+                         ("batch", "group"))
+        builder = MODELS[self.model].builder
+        if "stem_normalization" not in inspect.signature(
+                builder).parameters:
+            raise ValueError(
+                f"The model {self.model!r} has no `stem_normalization` "
+                "option (CapsuleClassifier and CNNBaseline have). Drop it. "
+                f"Received: stem_normalization={self.stem_normalization!r}")
+
+    def builder_options(self):
+        """The builder arguments these settings fix beyond the preset
+        (`stem_normalization` when set), for `ModelFamily.build`."""
+        if self.stem_normalization is None:
+            return {}
+        return {"stem_normalization": self.stem_normalization}
 
     def is_user_data(self):
         """Whether `dataset` is a dataset a user brings (`folder:`, ...)."""
@@ -317,6 +347,8 @@ class TrainingSettings:
             record["data_source"] = self.data_source
         if self.until_accuracy is not None:
             record["until_accuracy"] = self.until_accuracy
+        if self.stem_normalization is not None:
+            record["stem_normalization"] = self.stem_normalization
         return record
 
     @classmethod

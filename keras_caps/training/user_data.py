@@ -130,7 +130,8 @@ def build_for_user_data(family, settings, data, input_statistics):
         return family.build(preset, reconstruction=settings.reconstruction,
                             input_statistics=input_statistics,
                             input_shape=data.info.input_shape,
-                            num_classes=data.info.num_classes)
+                            num_classes=data.info.num_classes,
+                            **settings.builder_options())
     except ValueError as error:
         height, width, channels = data.info.input_shape
         raise ValueError(

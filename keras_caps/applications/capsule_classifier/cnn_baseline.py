@@ -11,8 +11,12 @@ from keras_caps.applications.capsule_classifier.capsule_classifier_presets impor
 from keras_caps.applications.compiling import builder_docstring
 from keras_caps.applications.compiling import compile_model
 from keras_caps.applications.compiling import resolve_optimizer
+from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
+    STEM_NORMALIZATIONS,
+)
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.model_family import ModelFamily
+from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 
 
@@ -21,7 +25,8 @@ from keras_caps.validation import check_positive_int
 def CNNBaseline(dataset="mnist", *, hidden_units=None, input_shape=None,
                 num_classes=None, reconstruction=False,
                 input_statistics=None, compile=True, optimizer="auto",
-                jit_compile="auto", name="cnn_baseline"):
+                jit_compile="auto", name="cnn_baseline",
+                stem_normalization="batch"):
     """A plain CNN on Efficient-CapsNet's stem, the capsule models' baseline.
 
     The stem of `CapsuleClassifier` (Efficient-CapsNet's convolutions for
@@ -57,6 +62,11 @@ def CNNBaseline(dataset="mnist", *, hidden_units=None, input_shape=None,
             Keras optimizer.
         jit_compile: {jit_compile}
         name: str. Model name.
+        stem_normalization: str. `"batch"` (default) or `"group"`
+            (GroupNormalization, 8 channels per group, no batch
+            statistics: Wu & He, 2018); as in `CapsuleClassifier`. The
+            trainable parameters are the same; `"group"` has no 576
+            BatchNorm statistics on MNIST.
 
     Returns:
         A `keras.Model` mapping images to class probabilities.
@@ -68,6 +78,8 @@ def CNNBaseline(dataset="mnist", *, hidden_units=None, input_shape=None,
     161834
     """
     reject_reconstruction("CNNBaseline", reconstruction)
+    check_choice("stem_normalization", stem_normalization,
+                 STEM_NORMALIZATIONS)
     preset = CNN_BASELINE.get_preset(dataset)
     hidden_units = check_positive_int(
         "hidden_units", preset["cnn_hidden_units"] if hidden_units is None
@@ -78,7 +90,8 @@ def CNNBaseline(dataset="mnist", *, hidden_units=None, input_shape=None,
     # === Layers and functional model ===
     images = keras.Input(input_shape, name=roles.IMAGE)
     x = efficient_capsnet_stem.efficient_capsnet_stem(
-        images, dataset, preset, input_shape, input_statistics)
+        images, dataset, preset, input_shape, input_statistics,
+        normalization=stem_normalization)
     x = keras.layers.GlobalAveragePooling2D(name="pooling")(x)  # (b, c)
     x = keras.layers.Dense(hidden_units, activation="relu",
                            name="hidden")(x)  # (batch, hidden_units)

@@ -6,7 +6,7 @@ from keras_caps.applications.image_inputs import input_scaling_layer
 
 
 def efficient_capsnet_stem(images, dataset, preset, input_shape,
-                           input_statistics):
+                           input_statistics, *, normalization="batch"):
     """Scaled images -> the stem's feature map, as Efficient-CapsNet's.
 
     Args:
@@ -16,6 +16,10 @@ def efficient_capsnet_stem(images, dataset, preset, input_shape,
         input_shape: tuple. The images' shape.
         input_statistics: `(mean, variance)` or `None`, for
             standardising presets.
+        normalization: str. `"batch"` (Efficient-CapsNet's
+            BatchNormalization, the default) or `"group"` (a
+            GroupNormalization of 8 channels per group in its place, no
+            batch statistics; see `efficient_capsnet.stem_block`).
 
     Returns:
         The feature map `(batch, height, width, channels)`.
@@ -23,8 +27,9 @@ def efficient_capsnet_stem(images, dataset, preset, input_shape,
     efficient_capsnet.check_stem_fits(dataset, preset, input_shape)
     x = input_scaling_layer(preset, input_shape, input_statistics)(images)
     for index, block in enumerate(preset["stem"], start=1):
-        for layer in efficient_capsnet.stem_block(preset["stem_block"],
-                                                  index, **block):
+        for layer in efficient_capsnet.stem_block(
+                preset["stem_block"], index, **block,
+                normalization=normalization):
             x = layer(x)
     return x  # (batch, height, width, channels)
 

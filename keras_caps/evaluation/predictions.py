@@ -1,0 +1,216 @@
+"""Per-image predictions of a robustness evaluation, and what they give.
+
+`keras_caps.evaluation.evaluate_robustness(..., predictions_dir=FOLDER)`
+(and, for every model, `keras-caps compare`, next to each model's
+`robustness.json`) writes `FOLDER/predictions.npz`: NumPy's `.npz` (a zip
+of `.npy` arrays, compressed), one 1-D array per key, image `i` of every
+array being image `i` of the same test set, in the test split's order:
+
+- `"labels"`: the true classes of the test images;
+- `"clean"`: the predicted classes on the clean test images;
+- `"noise:<std>"`, `"pixels:<fraction>"`, `"occlusion:<side>"`: the
+  predicted classes under each corruption, keyed as the comparison's
+  columns (`keras_caps.evaluation.comparison.columns`: the severity as
+  Python prints the checked number, e.g. `"noise:0.1"`, `"occlusion:8"`);
+- `"affine"` and `"labels:affine"`: the predictions on the generated
+  affine test set and its true classes (the MNIST test digits, another
+  set of images than `"labels"`'s), when it was evaluated;
+- `"adapted:<key>"` for each key above but `"labels"`: the predictions
+  with the BatchNorm statistics re-estimated on that set
+  (`adapt_batchnorm=True`; see
+  `keras_caps.evaluation.batchnorm_adaptation`).
+
+Classes are `uint8` when every class id fits (under 256 classes), else
+`int16`. `read_predictions(folder)` reads the file back as a dict of
+arrays; `confusion_matrices(predictions, num_classes)` counts, for each
+key, true class (row) against predicted class (column); the evaluation
+writes them to `FOLDER/confusion.npz` (`int64`, `(classes, classes)`, the
+same keys, `"labels"` excepted). `majority_share(predicted)` is the share
+of the most frequent predicted class: 1 / classes for a balanced test
+set classified perfectly, 1.0 for a model that predicts one class for
+every image (a collapse).
+"""
+
+import io
+import os
+import zipfile
+
+import numpy as np
+
+from keras_caps.training.atomic_files import write_atomically
+
+PREDICTIONS_FILE = "predictions.npz"
+CONFUSION_FILE = "confusion.npz"
+LABELS = "labels"
+AFFINE_LABELS = "labels:affine"
+ADAPTED_PREFIX = "adapted:"
+# The version of this format, recorded in a comparison's evaluation
+# settings: a `robustness.json` of another version is evaluated again.
+FORMAT = 1
+
+
+def class_dtype(num_classes):
+    """The compact integer type of class ids below `num_classes`."""
+    return np.uint8 if num_classes <= 256 else np.int16
+
+
+def majority_share(predicted):
+    """The share of the images predicted as the most frequent class.
+
+    Args:
+        predicted: int array `(num_images,)`, the predicted classes.
+
+    Returns:
+        float in `[0, 1]`; `nan` for no image.
+
+    Example:
+
+    >>> majority_share([3, 3, 1, 3])
+    0.75
+    """
+    predicted = np.asarray(predicted).astype("int64").reshape(-1)
+    if predicted.size == 0:
+        return float("nan")
+    return float(np.bincount(predicted).max() / predicted.size)
+
+
+def confusion_matrix(labels, predicted, num_classes):
+    """Counts of true class (rows) against predicted class (columns).
+
+    Example:
+
+    >>> confusion_matrix([0, 1, 1], [0, 0, 1], 2).tolist()
+    [[1, 0], [1, 1]]
+    """
+    labels = np.asarray(labels).astype("int64")
+    predicted = np.asarray(predicted).astype("int64")
+    if labels.shape != predicted.shape:
+        raise ValueError(
+            "Expected as many predictions as labels. Received: "
+            f"labels of shape {labels.shape}, predictions of shape "
+            f"{predicted.shape}")
+    flat = labels * num_classes + predicted
+    return np.bincount(flat, minlength=num_classes * num_classes).reshape(
+        num_classes, num_classes)
+
+
+def labels_of(key):
+    """The key of the true classes of the predictions under `key`."""
+    base = key[len(ADAPTED_PREFIX):] if key.startswith(ADAPTED_PREFIX) \
+        else key
+    return AFFINE_LABELS if base == "affine" else LABELS
+
+
+def confusion_matrices(predictions, num_classes):
+    """A confusion matrix per key of `predictions` (`read_predictions`).
+
+    Returns:
+        dict: key -> int64 `(num_classes, num_classes)`, rows the true
+        classes, columns the predicted ones; no entry for the labels.
+
+    Example:
+
+    ```python
+    matrices = confusion_matrices(read_predictions(folder), 10)
+    matrices["noise:0.2"].sum(axis=0)  # how often each class is predicted
+    ```
+    """
+    return {key: confusion_matrix(predictions[labels_of(key)], predicted,
+                                  num_classes)
+            for key, predicted in predictions.items()
+            if key not in (LABELS, AFFINE_LABELS)}
+
+
+def _write_npz(path, arrays):
+    def write(temporary):
+        with open(temporary, "wb") as file:
+            np.savez_compressed(file, **arrays)
+
+    write_atomically(path, write)
+
+
+def write_predictions(folder, predictions, num_classes):
+    """Writes `predictions.npz` and `confusion.npz` in `folder`, each
+    through a temporary file (a killed write leaves no half file).
+
+    Args:
+        folder: str. Where to write them.
+        predictions: dict. Key (see the module docstring) -> class ids.
+        num_classes: int. The model's classes.
+
+    Example:
+
+    ```python
+    write_predictions("runs/x", {"labels": labels, "clean": predicted}, 10)
+    ```
+    """
+    dtype = class_dtype(num_classes)
+    arrays = {key: np.asarray(value).astype(dtype)
+              for key, value in predictions.items()}
+    _write_npz(os.path.join(folder, PREDICTIONS_FILE), arrays)
+    _write_npz(os.path.join(folder, CONFUSION_FILE),
+               confusion_matrices(arrays, num_classes))
+
+
+def read_predictions(folder):
+    """The per-image predictions a robustness evaluation saved in `folder`.
+
+    Args:
+        folder: str. The folder holding `predictions.npz` (in a
+            comparison, a model's folder,
+            `keras_caps.evaluation.comparison.run_dir(...)`), or the path
+            of the file itself.
+
+    Returns:
+        dict: key (see the module docstring) -> 1-D integer array.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not such a record (unreadable, or without
+            `"labels"`, or with arrays that are not 1-D integers of the
+            length of their labels); the message names the file.
+
+    Example:
+
+    ```python
+    predictions = read_predictions("runs/compare/models/dynamic_seed0")
+    accuracy = (predictions["noise:0.2"] == predictions["labels"]).mean()
+    ```
+    """
+    path = folder
+    if os.path.isdir(folder) or not folder.endswith(".npz"):
+        path = os.path.join(folder, PREDICTIONS_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"No per-image predictions at {path!r}: evaluate the model "
+            "with `predictions_dir` (a comparison writes them for every "
+            "model; one made by an earlier keras_caps is evaluated again "
+            "when resumed).")
+    try:
+        with open(path, "rb") as file:
+            content = io.BytesIO(file.read())
+        with np.load(content, allow_pickle=False) as data:
+            predictions = {key: data[key] for key in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        raise ValueError(
+            f"{path!r} is not a readable predictions file ({error}). "
+            "Delete it and evaluate the model again.") from None
+    _check_predictions(path, predictions)
+    return predictions
+
+
+def _check_predictions(path, predictions):
+    if LABELS not in predictions:
+        raise ValueError(
+            f"{path!r} is not a predictions file: it has no {LABELS!r} "
+            f"array. Received keys: {sorted(predictions)}")
+    for key, array in predictions.items():
+        reference = (key if key in (LABELS, AFFINE_LABELS)
+                     else labels_of(key))
+        expected = len(predictions.get(reference, ()))
+        if (array.ndim != 1 or not np.issubdtype(array.dtype, np.integer)
+                or len(array) != expected):
+            raise ValueError(
+                f"{path!r} is not a predictions file: {key!r} should be "
+                f"a 1-D integer array of {expected} classes. Received: "
+                f"shape {array.shape}, dtype {array.dtype}")
