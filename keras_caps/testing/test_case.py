@@ -366,9 +366,11 @@ def function_gradients(fn, *args):
     elif backend == "jax":
         import jax
 
-        (_, outputs), gradients = jax.value_and_grad(
+        # Compiled: op-by-op differentiation of a routing layer dispatches
+        # thousands of tiny XLA computations, several times slower.
+        (_, outputs), gradients = jax.jit(jax.value_and_grad(
             total_and_outputs, argnums=tuple(range(len(args))),
-            has_aux=True)(*args)
+            has_aux=True))(*args)
     elif backend == "torch":
         import torch
 
