@@ -172,7 +172,8 @@ class TrainingSettings:
                 builder).parameters:
             raise ValueError(
                 f"The model {self.model!r} has no `stem_normalization` "
-                "option (CapsuleClassifier and CNNBaseline have). Drop it. "
+                "option (CapsuleClassifier, CNNBaseline, PositionCNN and "
+                "VectorCNN have). Drop it. "
                 f"Received: stem_normalization={self.stem_normalization!r}")
 
     def builder_options(self):

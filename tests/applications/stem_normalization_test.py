@@ -1,4 +1,4 @@
-"""The GroupNorm stem of CapsuleClassifier and CNNBaseline."""
+"""The GroupNorm stem of CapsuleClassifier, CNNBaseline and the CNN ladder."""
 
 import os
 
@@ -8,6 +8,8 @@ import pytest
 
 from keras_caps.applications import CapsuleClassifier
 from keras_caps.applications import CNNBaseline
+from keras_caps.applications import PositionCNN
+from keras_caps.applications import VectorCNN
 from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
     group_count,
 )
@@ -108,7 +110,15 @@ class GroupNormStemTest(TestCase):
                             stem_normalization="group")
         self.assertEqual(group.count_params(), 161834)
         self.assertEqual(default.count_params(), 161834 + 576)
-        for builder in (CNNBaseline, CapsuleClassifier):
+        # The CNN ladder's steps on the same stem: the counts of
+        # tests/applications/controls_test.py without the statistics.
+        for builder, count in ((PositionCNN, 161766), (VectorCNN, 161863)):
+            ladder = builder("mnist", compile=False, reconstruction=False,
+                             stem_normalization="group")
+            self.assertNotIn("BatchNormalization", _layer_kinds(ladder))
+            self.assertEqual(ladder.count_params(), count)
+        for builder in (CNNBaseline, CapsuleClassifier, PositionCNN,
+                        VectorCNN):
             with self.assertRaisesRegex(
                     ValueError, "`stem_normalization`.*'batch', 'group'.*"
                     "Received: stem_normalization='layer'"):

@@ -9,13 +9,12 @@ from keras_caps.applications.capsule_classifier.capsule_classifier_presets impor
     CAPSULE_CLASSIFIER_PRESETS,
 )
 from keras_caps.applications.compiling import builder_docstring
-from keras_caps.applications.compiling import compile_model
-from keras_caps.applications.compiling import resolve_optimizer
 from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
     STEM_NORMALIZATIONS,
 )
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.softmax_head import softmax_head_model
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 
@@ -95,17 +94,9 @@ def CNNBaseline(dataset="mnist", *, hidden_units=None, input_shape=None,
     x = keras.layers.GlobalAveragePooling2D(name="pooling")(x)  # (b, c)
     x = keras.layers.Dense(hidden_units, activation="relu",
                            name="hidden")(x)  # (batch, hidden_units)
-    probabilities = keras.layers.Dense(
-        num_classes, activation="softmax", dtype="float32",
-        name=roles.PROBABILITIES)(x)  # (batch, num_classes)
-    model = keras.Model(images, probabilities, name=name)
-    if compile:
-        optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.Adam(
-            learning_rate=preset["learning_rate"]))
-        compile_model(model, optimizer,
-                      loss=keras.losses.CategoricalCrossentropy(),
-                      metrics=["accuracy"], jit_compile=jit_compile)
-    return model
+    return softmax_head_model(images, x, num_classes, preset, name,
+                              compile=compile, optimizer=optimizer,
+                              jit_compile=jit_compile)
 
 
 CNN_BASELINE = ModelFamily(name="CNNBaseline", builder=CNNBaseline,

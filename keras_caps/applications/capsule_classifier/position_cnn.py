@@ -11,10 +11,13 @@ from keras_caps.applications.capsule_classifier.position_window import (
     position_features,
 )
 from keras_caps.applications.compiling import builder_docstring
-from keras_caps.applications.compiling import compile_model
-from keras_caps.applications.compiling import resolve_optimizer
+from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
+    STEM_NORMALIZATIONS,
+)
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.softmax_head import softmax_head_model
+from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 
 # Puts the trainable parameters on MNIST (161,766) next to the capsule
@@ -27,7 +30,8 @@ POSITION_CNN_HIDDEN_UNITS = 148
 def PositionCNN(dataset="mnist", *, hidden_units=POSITION_CNN_HIDDEN_UNITS,
                 input_shape=None, num_classes=None, reconstruction=False,
                 input_statistics=None, compile=True, optimizer="auto",
-                jit_compile="auto", name="cnn_positions"):
+                jit_compile="auto", name="cnn_positions",
+                stem_normalization="batch"):
     """Step 1 of the CNN ladder: a CNN that sees the map position by position.
 
     The ladder takes capsule networks apart one component at a time in the
@@ -76,6 +80,9 @@ def PositionCNN(dataset="mnist", *, hidden_units=POSITION_CNN_HIDDEN_UNITS,
             Keras optimizer.
         jit_compile: {jit_compile}
         name: str. Model name.
+        stem_normalization: str. `"batch"` (default) or `"group"`
+            (GroupNormalization, 8 channels per group: Wu & He, 2018), as
+            in `CapsuleClassifier`; the same trainable parameters.
 
     Returns:
         A `keras.Model` mapping images to class probabilities.
@@ -91,6 +98,8 @@ def PositionCNN(dataset="mnist", *, hidden_units=POSITION_CNN_HIDDEN_UNITS,
     - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
     """
     reject_reconstruction("PositionCNN", reconstruction)
+    check_choice("stem_normalization", stem_normalization,
+                 STEM_NORMALIZATIONS)
     preset = POSITION_CNN.get_preset(dataset)
     hidden_units = check_positive_int("hidden_units", hidden_units)
     input_shape = check_image_shape(input_shape, preset["input_shape"])
@@ -99,20 +108,12 @@ def PositionCNN(dataset="mnist", *, hidden_units=POSITION_CNN_HIDDEN_UNITS,
     # === Layers and functional model ===
     images = keras.Input(input_shape, name=roles.IMAGE)
     x = position_features(images, dataset, preset, input_shape,
-                          input_statistics)  # (batch, 128)
+                          input_statistics, stem_normalization)  # (batch, 128)
     x = keras.layers.Dense(hidden_units, activation="relu",
                            name="hidden")(x)  # (batch, hidden_units)
-    probabilities = keras.layers.Dense(
-        num_classes, activation="softmax", dtype="float32",
-        name=roles.PROBABILITIES)(x)  # (batch, num_classes)
-    model = keras.Model(images, probabilities, name=name)
-    if compile:
-        optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.Adam(
-            learning_rate=preset["learning_rate"]))
-        compile_model(model, optimizer,
-                      loss=keras.losses.CategoricalCrossentropy(),
-                      metrics=["accuracy"], jit_compile=jit_compile)
-    return model
+    return softmax_head_model(images, x, num_classes, preset, name,
+                              compile=compile, optimizer=optimizer,
+                              jit_compile=jit_compile)
 
 
 POSITION_CNN = ModelFamily(name="PositionCNN", builder=PositionCNN,

@@ -19,7 +19,7 @@ WINDOW = "position_window"
 
 
 def position_features(images, dataset, preset, input_shape,
-                      input_statistics):
+                      input_statistics, stem_normalization="batch"):
     """Images -> the stem's map read by the primary capsules' window.
 
     Args:
@@ -28,6 +28,8 @@ def position_features(images, dataset, preset, input_shape,
         preset: dict. A `CapsuleClassifier` preset.
         input_shape: tuple. The images' shape.
         input_statistics: `(mean, variance)` or `None`.
+        stem_normalization: str. The stem's `"batch"` or `"group"`
+            normalisation (`efficient_capsnet_stem`).
 
     Returns:
         The features `(batch, num_capsules * capsule_dim)`: the values of
@@ -35,7 +37,8 @@ def position_features(images, dataset, preset, input_shape,
         every preset).
     """
     x = efficient_capsnet_stem.efficient_capsnet_stem(
-        images, dataset, preset, input_shape, input_statistics)
+        images, dataset, preset, input_shape, input_statistics,
+        normalization=stem_normalization)
     arguments = efficient_capsnet.primary_caps_arguments(
         preset, input_shape, tuple(x.shape[1:]))
     # The window of `PrimaryCaps`: one filter per channel, "valid", the

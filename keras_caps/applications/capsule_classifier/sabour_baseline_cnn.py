@@ -8,11 +8,10 @@ from keras_caps.applications.capsule_classifier.capsule_classifier_presets impor
     CAPSULE_CLASSIFIER_PRESETS,
 )
 from keras_caps.applications.compiling import builder_docstring
-from keras_caps.applications.compiling import compile_model
-from keras_caps.applications.compiling import resolve_optimizer
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.image_inputs import input_scaling_layer
 from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.softmax_head import softmax_head_model
 from keras_caps.validation import check_number
 
 # Sabour et al. 2017, Section 5: the widths of the three convolutions and
@@ -119,17 +118,9 @@ def SabourBaselineCNN(dataset="mnist", *, dropout=0.5, input_shape=None,
         x = keras.layers.Dense(units, activation="relu",
                                name=f"dense_{index}")(x)
     x = keras.layers.Dropout(dropout, name="dropout")(x)  # (batch, 192)
-    probabilities = keras.layers.Dense(
-        num_classes, activation="softmax", dtype="float32",
-        name=roles.PROBABILITIES)(x)  # (batch, num_classes)
-    model = keras.Model(images, probabilities, name=name)
-    if compile:
-        optimizer = resolve_optimizer(optimizer, lambda: keras.optimizers.Adam(
-            learning_rate=preset["learning_rate"]))
-        compile_model(model, optimizer,
-                      loss=keras.losses.CategoricalCrossentropy(),
-                      metrics=["accuracy"], jit_compile=jit_compile)
-    return model
+    return softmax_head_model(images, x, num_classes, preset, name,
+                              compile=compile, optimizer=optimizer,
+                              jit_compile=jit_compile)
 
 
 SABOUR_BASELINE_CNN = ModelFamily(name="SabourBaselineCNN",

@@ -13,9 +13,13 @@ from keras_caps.applications.capsule_classifier.position_window import (
 )
 from keras_caps.applications.capsule_head import capsule_head_model
 from keras_caps.applications.compiling import builder_docstring
+from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
+    STEM_NORMALIZATIONS,
+)
 from keras_caps.applications.image_inputs import check_image_shape
 from keras_caps.applications.model_family import ModelFamily
 from keras_caps.validation import check_bool
+from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 
 # Puts the trainable parameters on MNIST without the decoder (161,863)
@@ -28,7 +32,7 @@ VECTOR_CNN_HIDDEN_UNITS = 71
 def VectorCNN(dataset="mnist", *, hidden_units=VECTOR_CNN_HIDDEN_UNITS,
               input_shape=None, num_classes=None, reconstruction=True,
               input_statistics=None, compile=True, optimizer="auto",
-              jit_compile="auto", name=None):
+              jit_compile="auto", name=None, stem_normalization="batch"):
     """Steps 2 and 3 of the CNN ladder: squashed class vectors, margin loss.
 
     The head of `PositionCNN` (the stem, the primary capsules' window over
@@ -77,6 +81,9 @@ def VectorCNN(dataset="mnist", *, hidden_units=VECTOR_CNN_HIDDEN_UNITS,
         jit_compile: {jit_compile}
         name: str. Model name. Defaults to `"cnn_vectors"`, or
             `"cnn_vectors_decoder"` with `reconstruction=True`.
+        stem_normalization: str. `"batch"` (default) or `"group"`
+            (GroupNormalization, 8 channels per group: Wu & He, 2018), as
+            in `CapsuleClassifier`; the same trainable parameters.
 
     Returns:
         A `keras.Model`, mapping images to class scores (or, with
@@ -98,6 +105,8 @@ def VectorCNN(dataset="mnist", *, hidden_units=VECTOR_CNN_HIDDEN_UNITS,
     - [Mazzia et al., 2021](https://arxiv.org/abs/2101.12491)
     """
     check_bool("reconstruction", reconstruction)
+    check_choice("stem_normalization", stem_normalization,
+                 STEM_NORMALIZATIONS)
     preset = VECTOR_CNN.get_preset(dataset)
     hidden_units = check_positive_int("hidden_units", hidden_units)
     input_shape = check_image_shape(input_shape, preset["input_shape"])
@@ -107,7 +116,7 @@ def VectorCNN(dataset="mnist", *, hidden_units=VECTOR_CNN_HIDDEN_UNITS,
     # === Layers and functional model ===
     images = keras.Input(input_shape, name=roles.IMAGE)
     x = position_features(images, dataset, preset, input_shape,
-                          input_statistics)  # (batch, 128)
+                          input_statistics, stem_normalization)  # (batch, 128)
     x = keras.layers.Dense(hidden_units, activation="relu",
                            name="hidden")(x)  # (batch, hidden_units)
     x = keras.layers.Dense(num_classes * capsule_dim,
