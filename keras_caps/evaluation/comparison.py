@@ -80,6 +80,7 @@ from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import comparison_significance
 from keras_caps.evaluation import comparison_statistics
+from keras_caps.evaluation import comparison_tables
 from keras_caps.evaluation import learning_curves
 from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.evaluation import robustness
@@ -1037,6 +1038,7 @@ def results_csv(results):
     for key, _ in columns(settings):
         header += [f"{key}_mean", f"{key}_std"]
     header += _csv_statistics_header(settings)
+    header += comparison_tables.csv_header(columns(settings))
     writer.writerow(header)
     for router, row in results["routers"].items():
         speed = row["train_ms_per_step"]
@@ -1049,6 +1051,7 @@ def results_csv(results):
             values += [repr(row["accuracy"][key]["mean"]),
                        repr(row["accuracy"][key]["std"])]
         values += _csv_statistics(results, router)
+        values += comparison_tables.csv_cells(row, columns(settings))
         writer.writerow(values)
     return output.getvalue()
 
@@ -1141,6 +1144,9 @@ def results_markdown(results):
             for key, _ in columns(settings)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _speed_notes(results["routers"])
+    lines += comparison_tables.costs_markdown(results["routers"])
+    lines += comparison_tables.collapse_markdown(results["routers"],
+                                                 columns(settings))
     lines += comparison_significance.statistics_markdown(
         results, columns(settings))
     lines += learning_curves.until_accuracy_notes(results)
