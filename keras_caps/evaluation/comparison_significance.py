@@ -12,7 +12,7 @@ corruption):
   corrected p-value is below `ALPHA`;
 - per seed pair, per image: McNemar's exact test on the two models'
   right / wrong table, when both saved their per-image predictions
-  (`PREDICTIONS_FILE` next to their `robustness.json`, read by
+  (`predictions.npz` next to their `robustness.json`, read by
   `per_image_correct`); not corrected.
 
 `statistics_markdown` writes the tables and the note of `results.md`.
@@ -21,35 +21,23 @@ corruption):
 import logging
 import math
 import os
-import zipfile
 
 import numpy as np
 
 from keras_caps.evaluation import comparison_statistics as stats
+from keras_caps.evaluation import predictions as predictions_lib
 
-PREDICTIONS_FILE = "predictions.npz"
 ALPHA = 0.05
 CONFIDENCE = 0.95
 ONE_SEED = "one seed: no interval or across-seed test"
 
 
 def read_predictions(folder):
-    """The per-image predictions a model's evaluation saved in `folder`.
-
-    `folder/predictions.npz` (written by the model's robustness
-    evaluation) holds `"labels"` (the test labels) and, per column key
-    (`"clean"`, `"noise:0.1"`, `"pixels:0.2"`, `"occlusion:8"`), the
-    predicted classes of the same images in the same order; `"affine"`
-    holds those of the generated affine test set, whose labels are
-    `"labels:affine"`. Arrays are class indices (any integer type), or one
-    score row per image, read by its largest score.
-
-    Args:
-        folder: str. A model's run folder.
-
-    Returns:
-        dict of 1-D int arrays (class indices), or `None` when there is no
-        `predictions.npz` or it cannot be read (logged).
+    """The per-image predictions a model's evaluation saved in `folder`
+    (`keras_caps.evaluation.predictions.read_predictions`: `"labels"`,
+    then per column key the predicted classes of the same images), or
+    `None` when there are none or they cannot be read (logged): that
+    model then has no per-image test.
 
     Example:
 
@@ -57,28 +45,13 @@ def read_predictions(folder):
     read_predictions("runs/compare/models/dynamic_seed0")["noise:0.2"]
     ```
     """
-    path = os.path.join(folder, PREDICTIONS_FILE)
-    if not os.path.exists(path):
-        return None
     try:
-        with np.load(path, allow_pickle=False) as record:
-            arrays = {key: record[key] for key in record.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
-        logging.warning("%r cannot be read (%s): no per-image test for "
-                        "its model.", path, error)
+        return predictions_lib.read_predictions(folder)
+    except FileNotFoundError:
         return None
-    classes = {}
-    for key, array in arrays.items():
-        if array.ndim == 2:
-            array = array.argmax(axis=-1)
-        if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
-            logging.warning(
-                "%r: %r holds an array of dtype %s and shape %s, not class "
-                "indices or score rows: no per-image test for its model.",
-                path, key, array.dtype, array.shape)
-            return None
-        classes[key] = array
-    return classes
+    except ValueError as error:
+        logging.warning("%s No per-image test for its model.", error)
+        return None
 
 
 def per_image_correct(folder, key):
@@ -108,17 +81,13 @@ def per_image_correct(folder, key):
     return _correct(predictions, key, folder)
 
 
-def _labels_key(key):
-    """The labels of the images under column `key`."""
-    return "labels:affine" if key == "affine" else "labels"
-
-
 def _correct(predictions, key, folder):
-    labels = predictions.get(_labels_key(key))
+    labels_key = predictions_lib.labels_of(key)
+    labels = predictions.get(labels_key)
     if labels is None or len(labels) != len(predictions[key]):
         raise ValueError(
-            f"{os.path.join(folder, PREDICTIONS_FILE)!r}: expected "
-            f"`{_labels_key(key)}` with one label per prediction of "
+            f"{os.path.join(folder, predictions_lib.PREDICTIONS_FILE)!r}: "
+            f"expected `{labels_key}` with one label per prediction of "
             f"{key!r}. Received: "
             f"{None if labels is None else len(labels)} labels, "
             f"{len(predictions[key])} predictions")
@@ -214,7 +183,7 @@ def _mcnemar(predictions, model, reference, seed, key):
                                    for name in (model, reference))
     if mine is None or theirs is None or key not in mine or key not in theirs:
         return None
-    labels = _labels_key(key)
+    labels = predictions_lib.labels_of(key)
     if not np.array_equal(mine.get(labels), theirs.get(labels)):
         logging.warning("%r and the reference's model of seed %d saved "
                         "predictions of other test images: no per-image "
