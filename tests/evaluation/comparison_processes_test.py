@@ -29,6 +29,14 @@ pytestmark = pytest.mark.single_backend
 _MODEL = "'cnn' with seed 3"
 
 
+
+def _ctrl_c_as_a_terminal_gives_it():
+    """Run in the child before `exec`: SIGINT back to its default action.
+    A suite started in the background by a non-interactive shell (`nohup
+    ... &`) inherits SIGINT ignored, and Python then never raises
+    `KeyboardInterrupt`; these tests send it as a terminal would."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def _flags(data_dir, output_dir):
     # Many short epochs: the model is still training (not done in the
     # second a slow, loaded machine may take to deliver a signal) when the
@@ -55,7 +63,8 @@ def _start(data_dir, output_dir, new_session=False):
         [sys.executable, "-m", "keras_caps.cli",
          *_flags(data_dir, output_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=new_session)
+        start_new_session=new_session,
+        preexec_fn=_ctrl_c_as_a_terminal_gives_it)
 
 
 def _model_folder(output_dir):

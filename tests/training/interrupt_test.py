@@ -17,6 +17,14 @@ from keras_caps.testing import write_idx_dataset
 from keras_caps.training.run_lock import RunLock
 
 
+def _ctrl_c_as_a_terminal_gives_it():
+    """Run in the child before `exec`: SIGINT back to its default action.
+    A suite started in the background by a non-interactive shell (`nohup
+    ... &`) inherits SIGINT ignored, and Python then never raises
+    `KeyboardInterrupt`; this test sends it as a terminal would."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.single_backend
 def test_ctrl_c_keeps_the_training_and_the_same_command_resumes(tmp_path):
     # 108 training examples (holdout): 6 steps of 16 per epoch.
@@ -30,7 +38,8 @@ def test_ctrl_c_keeps_the_training_and_the_same_command_resumes(tmp_path):
          data_dir, "--output-dir", str(output_dir), "--epochs", "3",
          "--batch-size", "16", "--backup-frequency", "2",
          "--no-reconstruction"], env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=_ctrl_c_as_a_terminal_gives_it)
     metadata = output_dir / "backup" / "training_metadata.json"
     deadline = time.time() + 300
     try:
