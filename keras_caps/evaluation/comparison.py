@@ -307,7 +307,9 @@ def compare(routers=None, dataset="mnist", *, output_dir,
         adapt_batchnorm, stem_normalization, user_data is not None))
     settings["data"] = (data_record(dataset, data_dir)
                         if user_data is None else user_data)
-    for router in settings["routers"]:  # A model refusing an option
+    # Refuses, before anything is written, a setting a model lacks (the
+    # GroupNorm stem for `sabour_cnn`, ...).
+    for router in settings["routers"]:
         training_settings(settings, router, settings["seeds"][0])
     _claim_output_dir(output_dir, settings)
     if user_data is not None:

@@ -84,6 +84,22 @@ class CompareControlsTest(TestCase):
                          ".*'sabour_cnn' has no preset for 'smallnorb'")
         self.assertFalse(os.path.exists(output_dir))
 
+    def test_a_stem_a_model_lacks_is_refused_before_writing(self):
+        # The ladder's steps take the GroupNorm stem; Sabour's CNN has no
+        # such stem: refused up front, whichever model comes first.
+        data_dir = write_idx_dataset(
+            os.path.join(self.get_temp_dir(), "mnist"),
+            synthetic_digits(20, seed=0), synthetic_digits(10, seed=1))
+        output_dir = os.path.join(self.get_temp_dir(), "group")
+        with self.assertRaisesRegex(
+                ValueError, "'sabour_baseline_cnn' has no "
+                "`stem_normalization` option.*stem_normalization='group'"):
+            comparison.compare(
+                ["cnn_positions", "cnn_vectors", "sabour_cnn"], "mnist",
+                output_dir=output_dir, seeds=[0], data_dir=data_dir,
+                stem_normalization="group")
+        self.assertFalse(os.path.exists(output_dir))
+
     def test_ladder_step_two_trains_without_decoder(self):
         # `cnn_vectors` and `cnn_vectors_decoder` are one `train` model;
         # in a comparison with reconstruction, step 2 still has none.
