@@ -8,7 +8,6 @@ the curves of every model in one plot show both. Each run of
 epoch's end is step `(epoch + 1) * train_steps_per_epoch`.
 """
 
-import csv
 import os
 
 import numpy as np
@@ -17,6 +16,7 @@ from keras_caps.training.atomic_files import write_atomically
 from keras_caps.training.best_checkpoint import resolve_monitor
 from keras_caps.training.record_files import UnreadableRecordError
 from keras_caps.training.record_files import read_json_record
+from keras_caps.visualization.training_curves import read_training_log
 
 
 def read_learning_curve(run_folder):
@@ -38,25 +38,22 @@ def read_learning_curve(run_folder):
     curve["steps"], curve["accuracy"]
     ```
     """
-    history_path = os.path.join(run_folder, "history.csv")
     try:
         metrics = read_json_record(os.path.join(run_folder, "metrics.json"))
-        with open(history_path, newline="") as file:
-            rows = [row for row in csv.DictReader(file)
-                    if row.get("epoch", "").isdigit()]
-    except (OSError, UnreadableRecordError):
+        log = read_training_log(os.path.join(run_folder, "history.csv"))
+    except (OSError, ValueError, UnreadableRecordError):
         return None
-    if not rows:
+    if "epoch" not in log:
         return None
-    monitor = metrics.get("monitor") or resolve_monitor("auto", rows[0])
+    monitor = metrics.get("monitor") or resolve_monitor("auto", log)
     steps_per_epoch = metrics.get("train_steps_per_epoch")
-    epochs = [int(row["epoch"]) + 1 for row in rows]
+    epochs = [int(epoch) + 1 for epoch in log["epoch"]]
     return {
         "monitor": monitor,
         "x": "epochs" if steps_per_epoch is None else "steps",
         "steps": epochs if steps_per_epoch is None
         else [epoch * steps_per_epoch for epoch in epochs],
-        "accuracy": [float(row[monitor]) for row in rows],
+        "accuracy": [float(value) for value in log[monitor]],
     }
 
 
