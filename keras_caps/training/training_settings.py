@@ -108,7 +108,8 @@ class TrainingSettings:
             least the target by construction, not a measurement.
         stem_normalization: str or `None`. The builder's
             `stem_normalization` (`"batch"` or `"group"`, for the models
-            whose builder takes it: `CapsuleClassifier`, `CNNBaseline`);
+            whose builder takes it: `CapsuleClassifier`, `CNNBaseline`,
+            `PositionCNN`, `VectorCNN`);
             `None`: the builder's default, and not recorded (so records
             written before it existed read the same).
 
