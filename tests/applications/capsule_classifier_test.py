@@ -13,23 +13,16 @@ from keras_caps.applications import inference_model
 from keras_caps.applications.capsule_classifier import ROUTERS
 from keras_caps.testing import TestCase
 from keras_caps.training import MODELS
+from tests.applications import stem_counts
 
 _SHAPE = (16, 16, 1)
 
 
-def _conv(kernel, channels_in, filters):
-    return kernel * kernel * channels_in * filters + filters
-
-
-# Counted by hand from the layer shapes. MNIST stem: four convolutions
-# (5x5x1x32, 3x3x32x64, 3x3x64x64, 3x3x64x128, with biases) and a
-# BatchNormalization after each (gamma and beta per channel).
-_STEM = (_conv(5, 1, 32) + _conv(3, 32, 64) + _conv(3, 64, 64)
-         + _conv(3, 64, 128) + 2 * (32 + 64 + 64 + 128))
-# 16x16 -> 12 -> 10 -> 8 -> 3x3x128: one 3x3 depthwise filter and a bias
-# per channel (16 capsules of 8).
-_PRIMARY_16 = 3 * 3 * 128 + 128
-_PRIMARY_28 = 9 * 9 * 128 + 128  # 28x28 -> 9x9x128, the preset's window
+# Counted by hand from the layer shapes (tests/applications/stem_counts.py):
+# the MNIST stem and the primary capsules' window (16 capsules of 8).
+_STEM = stem_counts.STEM
+_PRIMARY_16 = stem_counts.WINDOW[16]
+_PRIMARY_28 = stem_counts.WINDOW[28]  # the preset's window
 _N, _D_IN, _J, _D = 16, 8, 10, 16  # primary capsules -> class capsules
 _ROUTER_PARAMETERS = {
     # FCCaps: kernel (J, N, D_in, D) and prior (J, N, 1).

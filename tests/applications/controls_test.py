@@ -23,29 +23,18 @@ from keras_caps.applications import VectorCNN
 from keras_caps.applications.capsule_classifier import ROUTERS
 from keras_caps.testing import TestCase
 from keras_caps.training import MODELS
+from tests.applications import stem_counts
 
 _SHAPE = (16, 16, 1)
 _J, _D = 10, 16  # classes, class-vector size
 
 
-def _conv(kernel, channels_in, filters):
-    return kernel * kernel * channels_in * filters + filters
-
-
-def _dense(units_in, units_out):
-    return units_in * units_out + units_out
-
-
-# MNIST stem: four convolutions (5x5x1x32, 3x3x32x64, 3x3x64x64,
-# 3x3x64x128, with biases) and a BatchNormalization after each (gamma and
-# beta per channel): 130,688.
-_STEM = (_conv(5, 1, 32) + _conv(3, 32, 64) + _conv(3, 64, 64)
-         + _conv(3, 64, 128) + 2 * (32 + 64 + 64 + 128))
-# The primary capsules' window: one filter and a bias per channel. 16x16
-# -> 12 -> 10 -> 8 -> 3x3x128 (the window covers it); 28x28 -> 9x9x128;
-# 40x40 -> 15x15x128.
-_WINDOW = {16: 3 * 3 * 128 + 128, 28: 9 * 9 * 128 + 128,
-           40: 15 * 15 * 128 + 128}
+_conv = stem_counts.conv
+_dense = stem_counts.dense
+# The MNIST stem (130,688) and the primary capsules' window per input
+# side, by hand (tests/applications/stem_counts.py).
+_STEM = stem_counts.STEM
+_WINDOW = stem_counts.WINDOW
 # Step 1: 128 window features -> Dense(148) -> Dense(10).
 _POSITION_HEAD = _dense(128, 148) + _dense(148, _J)
 # Steps 2-3: 128 -> Dense(71) -> Dense(10 * 16).

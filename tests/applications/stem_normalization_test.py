@@ -15,24 +15,18 @@ from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
 )
 from keras_caps.testing import TestCase
 from keras_caps.training import TrainingSettings
+from tests.applications import stem_counts
 
 _SHAPE = (16, 16, 1)
 
 
-def _conv(kernel, channels_in, filters):
-    return kernel * kernel * channels_in * filters + filters
-
-
-# By hand: the MNIST stem's four convolutions (5x5x1x32, 3x3x32x64,
-# 3x3x64x64, 3x3x64x128, with biases), each followed by a GroupNorm with a
-# gamma and a beta per channel (as BatchNorm's trainable ones) and no
-# moving statistics.
-_STEM = (_conv(5, 1, 32) + _conv(3, 32, 64) + _conv(3, 64, 64)
-         + _conv(3, 64, 128) + 2 * (32 + 64 + 64 + 128))
-# 16x16 -> 12 -> 10 -> 8 -> 3x3x128: a 3x3 depthwise filter and a bias
-# per channel.
-_PRIMARY_16 = 3 * 3 * 128 + 128
-_PRIMARY_28 = 9 * 9 * 128 + 128  # 28x28 -> 9x9x128
+# By hand (tests/applications/stem_counts.py): the MNIST stem, each
+# convolution followed by a GroupNorm with a gamma and a beta per channel
+# (as BatchNorm's trainable ones) and no moving statistics; the primary
+# capsules' window.
+_STEM = stem_counts.STEM
+_PRIMARY_16 = stem_counts.WINDOW[16]
+_PRIMARY_28 = stem_counts.WINDOW[28]
 # DynamicRouting: kernel (16 primary, 8, 10 classes, 16), no bias.
 _DYNAMIC = 16 * 8 * 10 * 16
 # GAP of 128 channels -> Dense(224) -> Dense(10).
