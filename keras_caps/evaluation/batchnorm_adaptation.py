@@ -65,19 +65,36 @@ def batchnorm_layers(model):
     return found
 
 
-def _channel_moments(extractor, images, axis, batch_size):
-    """Mean and biased variance per channel (`axis`) of
-    `extractor(images)`, over everything else, merged batch by batch in
-    float64 (Chan, Golub & LeVeque's pairwise update)."""
+def _batch_moments_model(model, layer):
+    """A model giving, per batch of `model`'s inputs, the mean and biased
+    variance per channel of `layer`'s input over everything else: only
+    `(channels,)` vectors leave the graph, not the activations."""
+    inputs = layer.input
+    axis = layer.axis % len(inputs.shape)
+    reduced = [index for index in range(len(inputs.shape)) if index != axis]
+    # In float32 even under mixed precision: squares overflow float16.
+    values = keras.ops.cast(inputs, "float32")
+    mean = keras.ops.mean(values, axis=reduced)  # (channels,)
+    per_channel = [1] * len(inputs.shape)
+    per_channel[axis] = -1
+    centred = values - keras.ops.reshape(mean, per_channel)
+    variance = keras.ops.mean(keras.ops.square(centred), axis=reduced)
+    return keras.Model(model.inputs[0], [mean, variance])
+
+
+def _channel_moments(moments_model, images, batch_size):
+    """Mean and biased variance per channel over all `images`: the
+    per-batch moments of `moments_model` merged in float64 (Chan, Golub &
+    LeVeque's pairwise update)."""
     count, mean, squares = 0, None, None
     for start in range(0, len(images), batch_size):
-        outputs = keras.ops.convert_to_numpy(extractor.predict_on_batch(
-            images[start:start + batch_size])).astype("float64")
-        outputs = np.moveaxis(outputs, axis, -1)  # (..., channels)
-        outputs = outputs.reshape(-1, outputs.shape[-1])
-        batch_count = len(outputs)
-        batch_mean = outputs.mean(axis=0)
-        batch_squares = ((outputs - batch_mean) ** 2).sum(axis=0)
+        batch = images[start:start + batch_size]
+        batch_mean, batch_variance = (
+            keras.ops.convert_to_numpy(value).astype("float64")
+            for value in moments_model.predict_on_batch(batch))
+        # Every channel's moments are over the same number of values.
+        batch_count = len(batch)
+        batch_squares = batch_variance * batch_count
         if mean is None:
             count, mean, squares = batch_count, batch_mean, batch_squares
             continue
@@ -131,10 +148,8 @@ def adapted_batchnorm(model, images, batch_size=256):
              for layer in layers]
     try:
         for layer in layers:
-            extractor = keras.Model(model.inputs[0], layer.input)
-            axis = layer.axis % len(layer.input.shape)
-            mean, variance = _channel_moments(extractor, images, axis,
-                                              batch_size)
+            mean, variance = _channel_moments(
+                _batch_moments_model(model, layer), images, batch_size)
             layer.moving_mean.assign(
                 mean.astype(layer.moving_mean.dtype))
             layer.moving_variance.assign(
