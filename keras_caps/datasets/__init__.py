@@ -14,7 +14,8 @@ import importlib
 from keras_caps.datasets.dataset_info import DATASETS
 from keras_caps.datasets.dataset_info import DatasetInfo
 
-_SUBMODULES = ("augmentation", "cifar", "crops", "fashion_mnist", "holdout",
+_SUBMODULES = ("affnist",
+               "augmentation", "cifar", "crops", "fashion_mnist", "holdout",
                "idx", "image_arrays", "image_folder", "image_memory",
                "image_shifts", "mnist", "mnist_canvas", "multi_mnist",
                "npz_arrays", "pipeline", "smallnorb", "sources",

@@ -1,5 +1,7 @@
 """Test helpers for capsule layers, losses and models."""
 
+from keras_caps.testing.affnist_files import write_affnist_file
+from keras_caps.testing.affnist_files import write_affnist_test_set
 from keras_caps.testing.idx_files import synthetic_digits
 from keras_caps.testing.idx_files import write_idx_dataset
 from keras_caps.testing.image_folders import class_image
