@@ -37,8 +37,8 @@ def dataset_options(args):
 
 
 def add_corruption_arguments(parser):
-    """`--noise`, `--pixel-corruption`, `--occlusion`, `--affine` and
-    `--corruption-seed`."""
+    """`--noise`, `--pixel-corruption`, `--occlusion`, `--affine`,
+    `--affnist-dir`, `--translated` and `--corruption-seed`."""
     parser.add_argument("--noise", type=float_list, default=None,
                         help="Gaussian noise standard deviations, fractions "
                         "of the pixel range in [0, 1], comma-separated.")
@@ -54,6 +54,17 @@ def add_corruption_arguments(parser):
                         "test digits rotated, sheared, scaled and "
                         "translated on a 40x40 canvas); for models trained "
                         "on --dataset mnist_canvas.")
+    parser.add_argument("--affnist-dir", default=None,
+                        help="With --affine: the folder of affNIST's "
+                        "transformed test set (test_batches/1.mat .. "
+                        "32.mat, or test.mat; Tieleman 2013): the affine "
+                        "column reads these 320,000 images instead of "
+                        "generating its set.")
+    parser.add_argument("--translated", action="store_true",
+                        help="Also classify the clean canvas test images "
+                        "with each digit moved to a random position "
+                        "(nothing else changed); for --dataset "
+                        "mnist_canvas.")
     parser.add_argument("--corruption-seed", type=int, default=1234,
                         help="Seeds the corruptions (the same images for "
                         "every model).")
@@ -63,7 +74,9 @@ def requested_corruptions(args):
     """The corruption flags given, as `keras_caps.evaluation` takes them:
     e.g. `{"noise": [0.1, 0.2], "affine": True}`."""
     corruptions = {"noise": args.noise, "pixels": args.pixel_corruption,
-                   "occlusion": args.occlusion, "affine": args.affine}
+                   "occlusion": args.occlusion, "affine": args.affine,
+                   "affnist_dir": args.affnist_dir,
+                   "translated": args.translated}
     return {kind: value for kind, value in corruptions.items() if value}
 
 

@@ -869,15 +869,19 @@ def columns(settings):
             result.append((f"{kind}:{severity}",
                            f"{_SEVERITY_LABELS[kind]} {severity}"))
     if corruptions["affine"]:
-        result.append(("affine", "affine (generated)"))
+        result.append(("affine", "affNIST (Tieleman)"
+                       if corruptions.get("affnist_dir")
+                       else "affine (generated)"))
+    if corruptions.get("translated"):
+        result.append(("translated", "translated"))
     return result
 
 
 def _accuracy(evaluation, key):
     if key == "clean":
         return evaluation["clean"]["accuracy"]
-    if key == "affine":
-        return evaluation["affine"]
+    if key in ("affine", "translated"):
+        return evaluation[key]
     kind, severity = key.split(":")
     return evaluation[kind][severity]
 

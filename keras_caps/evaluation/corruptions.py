@@ -10,14 +10,22 @@ the same result on every machine (NumPy's PCG64 generator).
 - `pixel_corruption`: a fraction of the pixels replaced by uniform noise
   (the "noise injection" of the attention-routing experiments).
 - `occlusion`: a random square patch blanked (set to 0).
-- `affine_test_set`: an affNIST-style set generated from 28 x 28 digits
-  (Sabour et al., 2017, Section 5.2): each digit rotated (up to 20
-  degrees), sheared (up to 0.2), scaled (0.8-1.2 per axis) and translated
-  on a 40 x 40 canvas, sampled by inverse mapping with bilinear
-  interpolation. It is generated here, not the affNIST files.
+- `affine_test_set`: an affNIST-style set generated from 28 x 28 digits,
+  for the test of Sabour et al. (2017, Section 5.2): each digit rotated
+  (up to 20 degrees either way), sheared (up to 0.2 either way), scaled
+  (0.8-1.2 per axis, independently) and translated anywhere that keeps
+  it on a 40 x 40 canvas, the ranges affNIST's transformations are drawn
+  from (Tieleman, 2013), sampled by inverse mapping with bilinear
+  interpolation. It is generated here, not the affNIST files
+  (`keras_caps.datasets.affnist` reads those).
+- `translated_test_set`: the clean canvas test images with each digit
+  moved to a random position on the canvas, nothing else changed: the
+  training distribution of Sabour et al. (2017, Section 5.2), a
+  translated-only test beside the affine one.
 
-Reference:
+References:
 - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
+- [Tieleman, 2013, affNIST](https://www.cs.toronto.edu/~tijmen/affNIST/)
 """
 
 import math
@@ -25,6 +33,9 @@ import numbers
 
 import numpy as np
 
+# affNIST's ranges (Tieleman, 2013): rotation within +-20 degrees, shear
+# within +-0.2, each axis scaled by 0.8 to 1.2, translated anywhere the
+# digit stays on the 40 x 40 canvas.
 MAX_ROTATION_DEGREES = 20.0
 MAX_SHEAR = 0.2
 SCALE_RANGE = (0.8, 1.2)
@@ -273,6 +284,53 @@ def affine_test_set(digits, seed, canvas_size=CANVAS_SIZE):
     digits = _check_images(digits)
     parameters = random_affine_parameters(len(digits), seed)
     return affine_transform(digits, parameters, canvas_size)
+
+
+def translated_test_set(images, max_shift, seed):
+    """Each image moved by a random whole number of pixels, nothing else.
+
+    Every image moves by its own `(rows, columns)` offset, each uniform
+    over the integers in `[-max_shift, max_shift]`; what leaves the image
+    is lost and what enters is 0. On the clean `mnist_canvas` test images
+    (each 28 x 28 digit centred on a 40 x 40 canvas, a margin of 6) with
+    `max_shift=6`, the digit's frame lands at one of the 13 x 13 positions
+    that keep it whole on the canvas: the training distribution of
+    Sabour et al. (2017, Section 5.2), no digit cut.
+
+    Args:
+        images: float array `(batch, height, width, channels)`.
+        max_shift: int >= 0. The largest offset along each axis.
+        seed: int.
+
+    Returns:
+        float32 array of the shape of `images`.
+
+    Example:
+
+    >>> image = np.zeros((1, 5, 5, 1)); image[0, 2, 2, 0] = 1.0
+    >>> moved = translated_test_set(image, 2, seed=0)
+    >>> float(moved.sum())
+    1.0
+    """
+    images = _check_images(images)
+    if (isinstance(max_shift, bool)
+            or not isinstance(max_shift, numbers.Integral)
+            or max_shift < 0):
+        raise ValueError(
+            "Received an invalid value for `max_shift`, expected an integer "
+            f">= 0. Received: max_shift={max_shift!r}")
+    offsets = np.random.default_rng(seed).integers(
+        -max_shift, max_shift + 1, (len(images), 2))  # (batch, [row, col])
+    height, width = images.shape[1:3]
+    padded = np.pad(images, [(0, 0), (max_shift, max_shift),
+                             (max_shift, max_shift), (0, 0)])
+    result = np.empty_like(images)
+    for index, (row, col) in enumerate(offsets):
+        # The window whose top-left corner is at margin - offset moves
+        # the content by +offset.
+        top, left = max_shift - row, max_shift - col
+        result[index] = padded[index, top:top + height, left:left + width]
+    return result
 
 
 def _translations(images, matrices, parameters, canvas_size):

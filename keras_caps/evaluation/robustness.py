@@ -18,6 +18,7 @@ BatchNorm statistics re-estimated on that set
 (`keras_caps.evaluation.batchnorm_adaptation`), under `"adapted"`.
 """
 
+import os
 import time
 
 import keras
@@ -37,7 +38,15 @@ CORRUPTIONS = ("noise", "pixels", "occlusion", "affine")
 _SINGLE_LABEL = ("mnist", "fashion_mnist", "mnist_canvas", "smallnorb",
                  "cifar10", "cifar100")
 # Seed offsets, so each corruption draws its own random numbers.
-_SEED_OFFSETS = {"noise": 1, "pixels": 2, "occlusion": 3, "affine": 4}
+_SEED_OFFSETS = {"noise": 1, "pixels": 2, "occlusion": 3, "affine": 4,
+                 "translated": 5}
+# Options of the canvas tests, in a corruptions dict only when given (so
+# the records of earlier versions, without them, stay equal to new ones):
+# `"affnist_dir"`, the affNIST files the affine column reads instead of
+# the generated set; `"translated"`, the translated-only test.
+CANVAS_OPTIONS = ("affnist_dir", "translated")
+# The digit's frame moves within the canvas margin: (40 - 28) / 2.
+_CANVAS_MAX_SHIFT = 6
 
 
 def check_corruptions(dataset, corruptions):
@@ -50,11 +59,17 @@ def check_corruptions(dataset, corruptions):
             `"pixels"` (fractions of pixels replaced by uniform noise, in
             [0, 1]), `"occlusion"` (square patch sides in pixels, at most
             the image side): lists of severities; `"affine"`: bool, the
-            generated affNIST-style test set, only for `"mnist_canvas"`.
+            generated affNIST-style test set, only for `"mnist_canvas"`;
+            with `"affnist_dir"` (a folder, see
+            `keras_caps.datasets.affnist.test_files`) the affine column
+            reads affNIST's own test files instead; `"translated"`:
+            bool, each clean canvas test image's digit moved to a random
+            position, nothing else (`"mnist_canvas"` only).
 
     Returns:
         dict with every key of `CORRUPTIONS`: sorted severity lists, and a
-        bool for `"affine"`.
+        bool for `"affine"`; `"affnist_dir"` (the folder's absolute path)
+        and `"translated"` (`True`) only when asked for.
     """
     if dataset not in datasets.DATASETS:
         raise ValueError(
@@ -66,7 +81,8 @@ def check_corruptions(dataset, corruptions):
             f"Expected a dataset among {sorted(_SINGLE_LABEL)}. Received: "
             f"dataset={dataset!r}")
     corruptions = dict(corruptions or {})
-    unknown = sorted(set(corruptions) - set(CORRUPTIONS))
+    unknown = sorted(set(corruptions) - set(CORRUPTIONS)
+                     - set(CANVAS_OPTIONS))
     if unknown:
         raise ValueError(
             f"Unknown corruptions {unknown}. Expected some of "
@@ -106,7 +122,39 @@ def check_corruptions(dataset, corruptions):
             f"{reason}. Train and evaluate on dataset 'mnist_canvas' "
             "(MNIST digits placed at random on a 40x40 canvas) for it. "
             f"Received: dataset={dataset!r}, affine=True")
+    result.update(_canvas_options(dataset, corruptions, result["affine"]))
     return result
+
+
+def _canvas_options(dataset, corruptions, affine):
+    """The checked `CANVAS_OPTIONS` of `corruptions` that are given."""
+    options = {}
+    folder = corruptions.get("affnist_dir")
+    if folder is not None:
+        if not affine:
+            raise ValueError(
+                "`affnist_dir` (--affnist-dir) names the affNIST files the "
+                "affine test reads: ask for that test too (--affine, "
+                f"affine=True). Received: affnist_dir={folder!r}, "
+                "affine=False")
+        from keras_caps.datasets import affnist
+
+        affnist.test_files(folder)  # Every file there and complete.
+        options["affnist_dir"] = os.path.abspath(folder)
+    translated = corruptions.get("translated", False)
+    if not isinstance(translated, bool):
+        raise TypeError(
+            "Received an invalid type for `translated`, expected a bool. "
+            f"Received: translated={translated!r}")
+    if translated:
+        if dataset != "mnist_canvas":
+            raise ValueError(
+                "The translated test moves the digits of the 40x40 "
+                "'mnist_canvas' test images; it does not apply to "
+                f"{dataset!r}. Received: dataset={dataset!r}, "
+                "translated=True")
+        options["translated"] = True
+    return options
 
 
 def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None,
@@ -138,8 +186,10 @@ def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
                         data_dir=None, download=True):
     """Yields `(kind, severity, images, labels)` for each corruption.
 
-    `kind` is a key of `CORRUPTIONS`; `severity` is `None` for the affine
-    set, which is generated from the MNIST test digits.
+    `kind` is a key of `CORRUPTIONS` or `"translated"`; `severity` is
+    `None` for the affine set (read from affNIST's files with
+    `"affnist_dir"`, else generated from the MNIST test digits) and the
+    translated one (the clean `images`, moved).
     """
     for kind, function in (("noise", corruptions_lib.gaussian_noise),
                            ("pixels", corruptions_lib.pixel_corruption),
@@ -148,7 +198,16 @@ def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
             yield kind, severity, function(
                 images, severity,
                 seed + 1000 * _SEED_OFFSETS[kind] + index), labels
-    if corruptions["affine"]:
+    if corruptions.get("translated"):
+        yield "translated", None, corruptions_lib.translated_test_set(
+            images, _CANVAS_MAX_SHIFT,
+            seed + 1000 * _SEED_OFFSETS["translated"]), labels
+    if corruptions.get("affnist_dir"):
+        from keras_caps.datasets import affnist
+
+        yield ("affine", None,
+               *affnist.load_test_set(corruptions["affnist_dir"]))
+    elif corruptions["affine"]:
         digits, digit_labels = load_test_arrays("mnist", data_dir=data_dir,
                                                 download=download)
         yield "affine", None, corruptions_lib.affine_test_set(
@@ -189,7 +248,9 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         classes of the per-class accuracy), `images_per_second` (the clean
         pass, after a warm-up batch) and `num_images`; `"noise"`,
         `"pixels"`, `"occlusion"`: severity (as a string) -> accuracy;
-        `"affine"`: accuracy or `None`; `"majority_share"`: column key
+        `"affine"`: accuracy or `None`, and `"affine_set"`, which set it
+        is (`affine_set_name`); `"translated"`: accuracy, when asked for;
+        `"majority_share"`: column key
         (`"clean"`, `"noise:0.1"`, ..., as
         `keras_caps.evaluation.comparison.columns`) -> the share of the
         images predicted as the most frequent class; with
@@ -231,14 +292,16 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         key = column_key(kind, severity)
         sets.add(key, predict(corrupted), truth)
         accuracy = float(np.mean(sets.predictions[key] == truth))
-        if kind == "affine":
-            record["affine"] = accuracy
+        if severity is None:  # "affine", "translated".
+            record[kind] = accuracy
         else:
             record[kind][str(severity)] = accuracy
         if adapt_batchnorm:
             sets.adapt(predictor, key, corrupted, truth, predict,
                        batch_size)
     record.update(sets.record(adapt_batchnorm))
+    if corruptions["affine"]:
+        record["affine_set"] = affine_set_name(corruptions)
     if predictions_dir is not None:
         predictions_lib.write_predictions(
             predictions_dir, sets.predictions, predictor.output_shape[-1])
@@ -248,7 +311,20 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
 def column_key(kind, severity):
     """The key of a corruption's results: `"noise:0.1"`, ..., `"affine"`
     (as the comparison's columns, `comparison.columns`)."""
-    return "affine" if kind == "affine" else f"{kind}:{severity}"
+    return kind if severity is None else f"{kind}:{severity}"
+
+
+def affine_set_name(corruptions):
+    """Which affine test set `corruptions` evaluates: `"affNIST
+    (Tieleman)"` (its files) or `"generated affine set"`."""
+    if corruptions.get("affnist_dir"):
+        from keras_caps.datasets import affnist
+
+        return affnist.SOURCE
+    return GENERATED_AFFINE_SET
+
+
+GENERATED_AFFINE_SET = "generated affine set"
 
 
 class _PredictionSets:
