@@ -129,6 +129,13 @@ def _check_evaluate_arguments(args, corruptions):
                 "them with `--model-path`, not `--weights`. Received: "
                 f"--weights={args.weights!r}")
         check_corruptions(args.dataset, corruptions)
+        from keras_caps.evaluation.multi_digit_robustness import (
+            check_multi_digit_evaluation,
+        )
+
+        check_multi_digit_evaluation(
+            args.dataset, dataset_options(args), args.predictions_dir,
+            args.adapt_batchnorm)
 
 
 def _check_predictions_dir(folder):

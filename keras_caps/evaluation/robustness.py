@@ -29,6 +29,7 @@ from keras_caps import model_roles as roles
 from keras_caps.diagnostics.costs import cost_record
 from keras_caps.evaluation import batchnorm_adaptation
 from keras_caps.evaluation import corruptions as corruptions_lib
+from keras_caps.evaluation import multi_digit_robustness as multi_digit
 from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.inference import inference_model
 from keras_caps.validation import check_bool
@@ -75,11 +76,12 @@ def check_corruptions(dataset, corruptions):
         raise ValueError(
             f"Unknown `dataset`. Expected one of {sorted(datasets.DATASETS)}"
             f". Received: dataset={dataset!r}")
-    if dataset not in _SINGLE_LABEL:
+    scored = _SINGLE_LABEL + multi_digit.MULTI_DIGIT_DATASETS
+    if dataset not in scored:
         raise ValueError(
-            "Robustness evaluations classify one object per image. "
-            f"Expected a dataset among {sorted(_SINGLE_LABEL)}. Received: "
-            f"dataset={dataset!r}")
+            "Robustness evaluations classify one object per image, or the "
+            f"digits of a multi-digit image. Expected a dataset among "
+            f"{sorted(scored)}. Received: dataset={dataset!r}")
     corruptions = dict(corruptions or {})
     unknown = sorted(set(corruptions) - set(CORRUPTIONS)
                      - set(CANVAS_OPTIONS))
@@ -224,7 +226,11 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         model: A `keras.Model` from an application builder (or a path to
             its `.keras` file). Models with a decoder are evaluated through
             `keras_caps.inference.inference_model`.
-        dataset: str. The dataset the model was trained on.
+        dataset: str. The dataset the model was trained on. For
+            `"multi_mnist"` (two digits an image) the record holds
+            per-digit and exact-match accuracies instead, see
+            `keras_caps.evaluation.multi_digit_robustness` (it needs
+            `dataset_options={"partners_per_digit": n}`).
         corruptions: dict or `None`; see `check_corruptions`. Clean
             accuracy only when `None`.
         data_dir: str or `None`. The data folder.
@@ -272,8 +278,15 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     """
     corruptions = check_corruptions(dataset, corruptions)
     check_bool("adapt_batchnorm", adapt_batchnorm)
+    multi_digit.check_multi_digit_evaluation(
+        dataset, dataset_options, predictions_dir, adapt_batchnorm)
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
         model = keras.saving.load_model(model)
+    if dataset in multi_digit.MULTI_DIGIT_DATASETS:  # Two digits an image.
+        return multi_digit.evaluate_multi_digit_robustness(
+            model, dataset, corruptions, data_dir=data_dir, seed=seed,
+            batch_size=batch_size, dataset_options=dataset_options,
+            download=download)
     predictor = classifier(model)
     images, labels = load_test_arrays(dataset, data_dir=data_dir, seed=seed,
                                       dataset_options=dataset_options,
