@@ -52,7 +52,8 @@ def add_corruption_arguments(parser):
     parser.add_argument("--affine", action="store_true",
                         help="The generated affNIST-style test set (MNIST "
                         "test digits rotated, sheared, scaled and "
-                        "translated on a 40x40 canvas); for models trained "
+                        "translated on a 40x40 canvas; affNIST's own "
+                        "files with --affnist-dir); for models trained "
                         "on --dataset mnist_canvas.")
     parser.add_argument("--affnist-dir", default=None,
                         help="With --affine: the folder of affNIST's "

@@ -12,9 +12,12 @@ array being image `i` of the same test set, in the test split's order:
   predicted classes under each corruption, keyed as the comparison's
   columns (`keras_caps.evaluation.comparison.columns`: the severity as
   Python prints the checked number, e.g. `"noise:0.1"`, `"occlusion:8"`);
-- `"affine"` and `"labels:affine"`: the predictions on the generated
-  affine test set and its true classes (the MNIST test digits, another
-  set of images than `"labels"`'s), when it was evaluated;
+- `"affine"` and `"labels:affine"`: the predictions on the affine test
+  set and its true classes (the generated set of the MNIST test digits,
+  or affNIST's 320,000 images: another set of images than `"labels"`'s),
+  when it was evaluated;
+- `"translated"`: the predictions on the translated canvas test images
+  (the clean test images moved, so `"labels"` are their classes);
 - `"adapted:<key>"` for each key above but `"labels"`: the predictions
   with the BatchNorm statistics re-estimated on that set
   (`adapt_batchnorm=True`; see
