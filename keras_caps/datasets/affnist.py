@@ -100,10 +100,15 @@ def test_files(folder):
     elif os.path.isfile(os.path.join(folder, SINGLE_FILE)):
         files = [os.path.join(folder, SINGLE_FILE)]
     else:
+        archives = [name for name in (f"{BATCHES_FOLDER}.zip",
+                                      f"{SINGLE_FILE}.zip")
+                    if os.path.isfile(os.path.join(folder, name))]
+        advice = (f"extract {archives[0]} there first" if archives else
+                  "point `affnist_dir` at the folder of affNIST's "
+                  "transformed test set")
         raise ValueError(
             f"{folder!r} holds neither {BATCHES_FOLDER}/1.mat .. "
-            f"{NUM_BATCHES}.mat nor {SINGLE_FILE}: point `affnist_dir` at "
-            "the folder of affNIST's transformed test set. Received: "
+            f"{NUM_BATCHES}.mat nor {SINGLE_FILE}: {advice}. Received: "
             f"affnist_dir={folder!r}")
     for path in files:
         check_complete_mat_file(path)

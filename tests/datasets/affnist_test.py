@@ -83,8 +83,12 @@ def test_missing_batch_is_named(tmp_path, small_set):
     os.remove(folder / "test_batches" / "17.mat")
     with pytest.raises(ValueError, match=r"17\.mat' is missing.*1 of the"):
         affnist.test_files(folder)
-    with pytest.raises(ValueError, match="holds neither"):
-        affnist.test_files(_empty(tmp_path))
+    empty = _empty(tmp_path)
+    with pytest.raises(ValueError, match="holds neither.*point"):
+        affnist.test_files(empty)
+    (empty / "test_batches.zip").write_bytes(b"PK")
+    with pytest.raises(ValueError, match="extract test_batches.zip"):
+        affnist.test_files(empty)
     with pytest.raises(ValueError, match="affnist_dir"):
         affnist.test_files(tmp_path / "no_such_folder")
 
