@@ -110,9 +110,31 @@ def test_files(folder):
             f"{folder!r} holds neither {BATCHES_FOLDER}/1.mat .. "
             f"{NUM_BATCHES}.mat nor {SINGLE_FILE}: {advice}. Received: "
             f"affnist_dir={folder!r}")
-    for path in files:
-        check_complete_mat_file(path)
+    _check_room([element for path in files
+                 for element in check_complete_mat_file(path)],
+                files[0] if len(files) == 1 else folder)
     return files
+
+
+def _check_room(elements, where):
+    """Refuses uncompressed files with too little data for the whole set.
+
+    Uncompressed, the pixels alone take 1600 bytes an image: files with
+    less data cannot hold the transformed test set (e.g. the
+    `just_centered` test.mat, 10,000 images), refused before a model
+    trains. Compressed files are counted when read (`load_test_set`).
+    """
+    if any(kind == _MI_COMPRESSED for kind, _ in elements):
+        return
+    needed = TEST_IMAGES * CANVAS_SIZE * CANVAS_SIZE
+    held = sum(count for _, count in elements)
+    if held < needed:
+        raise ValueError(
+            f"The affNIST data of {where!r} is {held} bytes, less than the "
+            f"{needed} that the {TEST_IMAGES} images of the transformed "
+            "test set take: it is another set (e.g. `just_centered`, "
+            "10,000 images). Point `affnist_dir` at the transformed test "
+            "set.")
 
 
 def load_test_set(folder):
@@ -224,6 +246,9 @@ def check_complete_mat_file(path):
     top-level data element, not the data: a file cut short ends inside
     an element, which this catches without decompressing anything.
 
+    Returns:
+        list of `(type, byte count)`: the top-level data elements.
+
     Raises:
         ValueError: naming `path`.
     """
@@ -244,13 +269,14 @@ def check_complete_mat_file(path):
             raise ValueError(
                 f"The affNIST file {path!r} has no MATLAB 5 byte-order "
                 "mark; download it again.")
-        offset = _MAT_HEADER_BYTES
+        offset, elements = _MAT_HEADER_BYTES, []
         while offset < size:
             file.seek(offset)
             tag = file.read(8)
             if len(tag) < 8:
                 break
             kind, count = struct.unpack(order + "II", tag)
+            elements.append((kind, count))
             end = offset + 8 + count
             if end > size:
                 raise ValueError(
@@ -265,3 +291,4 @@ def check_complete_mat_file(path):
                 f"The affNIST file {path!r} is truncated or empty: it "
                 "holds no complete MATLAB data element after its header. "
                 "Download it again.")
+    return elements

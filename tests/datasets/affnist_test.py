@@ -123,10 +123,19 @@ def test_other_files_are_refused(tmp_path, small_set):
         affnist.test_files(hdf5)
     # The `just_centered` test set: 10,000 images, not 320,000 (here: 2
     # instead of the 64 the fixture stands for).
+    # Uncompressed, refused before reading: 2 x 1600 bytes of pixels
+    # cannot hold 64 images.
     centred = write_affnist_test_set(tmp_path / "centred", images[:2],
                                      labels[:2], layout="single")
+    with pytest.raises(ValueError, match=r"test\.mat' is \d+ bytes, less "
+                       r"than the 102400"):
+        affnist.test_files(centred)
+    # Compressed, refused once read.
+    packed = write_affnist_test_set(tmp_path / "packed", images[:2],
+                                    labels[:2], layout="single",
+                                    compress=True)
     with pytest.raises(ValueError, match="hold 2 images, expected the 64"):
-        affnist.load_test_set(centred)
+        affnist.load_test_set(packed)
     from scipy import io as scipy_io
 
     other = tmp_path / "other.mat"
