@@ -31,6 +31,13 @@ def add_train_command(commands):
     _add_run_arguments(train)
     _add_temperature_arguments(train)
     add_until_accuracy_argument(train)
+    train.add_argument("--stem-normalization", default=None,
+                       choices=("batch", "group"),
+                       help="The convolutional stem's normalisation, for "
+                       "the models that have the option (capsule_"
+                       "classifier_*, cnn_baseline, cnn_positions, "
+                       "cnn_vectors): batch (the default) or group "
+                       "(GroupNorm, no batch statistics).")
     train.set_defaults(handler=run_train, on_interrupt=_describe_interrupted)
 
 
@@ -152,7 +159,9 @@ def run_train(args):
         routing_temperature=args.routing_temperature,
         temperature_decay=args.temperature_decay,
         min_temperature=args.min_temperature, download=args.download,
-        until_accuracy=args.until_accuracy, **user_data_options(args))
+        until_accuracy=args.until_accuracy,
+        stem_normalization=args.stem_normalization,
+        **user_data_options(args))
     print(json.dumps(record, indent=2, sort_keys=True))
     print(f"Saved model, export and metrics under {output_dir}")
     return 0
