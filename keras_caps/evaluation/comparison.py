@@ -884,13 +884,21 @@ def _accuracy(evaluation, key):
 
 def _mean_std(values):
     """The mean, the sample std (0 for one value) and the 95 % Student-t
-    interval (`low`, `high`: `None` for one value)."""
+    interval of accuracies (`low`, `high`: `None` for one value).
+
+    The t interval is symmetric and unbounded; an accuracy is not, so
+    with few seeds and a wide spread near 0 or 1 it would reach past
+    them: it is cut at [0, 1].
+    """
     values = np.asarray(values, dtype="float64")
     std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
     interval = comparison_statistics.mean_interval(
         values, comparison_significance.CONFIDENCE)
+    low, high = interval["low"], interval["high"]
+    if low is not None:
+        low, high = max(low, 0.0), min(high, 1.0)
     return {"mean": float(values.mean()), "std": std,
-            "low": interval["low"], "high": interval["high"]}
+            "low": low, "high": high}
 
 
 def results_record(runs, settings, reference=None):
