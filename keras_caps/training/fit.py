@@ -40,6 +40,7 @@ from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.user_dataset import resolve_user_dataset
+from keras_caps.datasets.viewpoints import TEST_SPLITS as VIEWPOINT_TEST_SPLITS
 from keras_caps.diagnostics import find_routers
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
@@ -381,6 +382,7 @@ def _train_chief(network, splits, settings, run, distribution,
     try:
         if "trained" not in progress:
             run.update(trained=trained)
+        _test_viewpoints(network, splits, run)
         return _write_artifacts(network, splits["test"], settings, run,
                                 distribution, save_model)
     except OSError as error:
@@ -437,12 +439,23 @@ def _write_artifacts(network, test_split, settings, run, distribution,
         run.update(exported=True)
     record = {**settings.to_record(), **progress["trained"],
               "test": progress["test"], **_environment(distribution)}
+    record.update({split: progress[split] for split in VIEWPOINT_TEST_SPLITS
+                   if split in progress})
     if "data" in run.settings:
         record["data"] = run.settings["data"]
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
     remove_backup(output_dir)  # Only what the run wrote there.
     run.update(complete=True)
     return record
+
+
+def _test_viewpoints(network, splits, run):
+    """With smallNORB's `viewpoints`: the test metrics of the familiar and
+    the novel viewpoints (`"test_familiar"`, `"test_novel"` of the
+    record; Hinton et al. 2018, §5.1), each recorded once done."""
+    for split in VIEWPOINT_TEST_SPLITS:
+        if split in splits and split not in run.progress:
+            run.update(**{split: _test(network, splits[split])})
 
 
 def _class_names(settings):
@@ -528,8 +541,10 @@ def _build(settings, data, distribution, download):
         load, input_statistics = _user_data_loader(settings, user_data)
     # Global batches; under several workers each keeps its share of every
     # batch (see `shard_by_data` for the policy).
-    splits = {split: shard_by_data(load(split))
-              for split in ("train", "validation", "test")}
+    names = ["train", "validation", "test"]
+    if settings.dataset_options.get("viewpoints") is not None:
+        names += list(VIEWPOINT_TEST_SPLITS)  # smallNORB's viewpoints.
+    splits = {split: shard_by_data(load(split)) for split in names}
     for split, batches in splits.items():
         _check_batches(batches, split, settings.dataset, settings.batch_size,
                        settings.steps_per_epoch if split == "train"
@@ -564,7 +579,8 @@ def _built_in_loader(settings, data_dir, download):
     if MODELS[settings.model].standardizes_input(dataset):
         input_statistics = datasets.training_statistics(
             dataset, data_dir=data_dir, seed=seed,
-            validation=settings.validation, download=download)
+            validation=settings.validation, download=download,
+            viewpoints=options.get("viewpoints"))
         options = {"statistics": input_statistics, **options}
 
     def load(split):
