@@ -19,7 +19,8 @@ One run writes, under its output folder (and owns only these names):
   a dataset a user brings only): the class names, in class-index order;
 - `export/`: the SavedModel of the inference graph, raw images in;
 - `metrics.json`: test metrics labelled with protocol, hardware, precision
-  and epochs.
+  and epochs (with smallNORB's `viewpoints`, also `test_familiar` and
+  `test_novel`: the test images of the familiar and the novel viewpoints).
 """
 
 import dataclasses
@@ -382,8 +383,7 @@ def _train_chief(network, splits, settings, run, distribution,
     try:
         if "trained" not in progress:
             run.update(trained=trained)
-        _test_viewpoints(network, splits, run)
-        return _write_artifacts(network, splits["test"], settings, run,
+        return _write_artifacts(network, splits, settings, run,
                                 distribution, save_model)
     except OSError as error:
         raise _training_kept(error, run.path) from error
@@ -413,7 +413,7 @@ def _reload_trained(network, output_dir, trained):
     return True
 
 
-def _write_artifacts(network, test_split, settings, run, distribution,
+def _write_artifacts(network, splits, settings, run, distribution,
                      save_model):
     """Writes the model, test metrics, export and `metrics.json` a run
     still lacks, recording each in `run.json`; returns the record."""
@@ -426,7 +426,8 @@ def _write_artifacts(network, test_split, settings, run, distribution,
         write_class_names(os.path.join(output_dir, CLASS_NAMES_FILE),
                           class_names)
     if "test" not in progress:
-        run.update(test=_test(network, test_split))
+        run.update(test=_test(network, splits["test"]))
+    _test_viewpoints(network, splits, run)  # After `test`, as workers do.
     export_dir = os.path.join(output_dir, "export")
     if not progress.get("exported") or not is_keras_caps_export(export_dir):
         # A rerun replaces the export of an earlier run (only an export of
@@ -513,6 +514,9 @@ def _train_worker(settings, data, distribution, work_dir,
     record = {**settings.to_record(), **_fit_and_select(
         network, splits, settings, work_dir, backup_frequency, verbose)}
     record["test"] = _test(network, splits["test"])
+    for split in VIEWPOINT_TEST_SPLITS:  # In the chief's order.
+        if split in splits:
+            record[split] = _test(network, splits[split])
     record.update(_environment(distribution))
     shutil.rmtree(work_dir, ignore_errors=True)
     return record

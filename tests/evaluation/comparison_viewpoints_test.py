@@ -17,6 +17,7 @@ import numpy as np
 
 from keras_caps import cli
 from keras_caps.evaluation import comparison
+from keras_caps.evaluation import comparison_significance
 from keras_caps.testing import TestCase
 from tests.datasets.smallnorb_viewpoints_test import AZIMUTHS
 from tests.datasets.smallnorb_viewpoints_test import CATEGORIES
@@ -26,16 +27,14 @@ from tests.datasets.smallnorb_viewpoints_test import grid_mock
 FAMILIAR = np.isin(AZIMUTHS, [15, 16, 17, 0, 1, 2])
 
 
-def _accuracies(model_path):
-    """Accuracy of a saved model on the familiar and the novel test
-    images, predicted here from the mock's pixel values."""
+def _correct(model_path):
+    """Whether a saved model classifies each test image of the mock
+    right, predicted here from the mock's pixel values."""
     model = keras.saving.load_model(model_path)
     # Every 48 x 48 crop of both resized views of image i is i.
     images = np.broadcast_to(INDICES[:, None, None, None].astype("float32"),
                              (len(INDICES), 48, 48, 2))
-    correct = model.predict(images, verbose=0).argmax(-1) == CATEGORIES
-    return {"familiar": float(correct[FAMILIAR].mean()),
-            "novel": float(correct[~FAMILIAR].mean())}
+    return model.predict(images, verbose=0).argmax(-1) == CATEGORIES
 
 
 class CompareViewpointsTest(TestCase):
@@ -48,7 +47,14 @@ class CompareViewpointsTest(TestCase):
                 isolation="session", viewpoints="azimuth",
                 until_accuracy=0.99)
         run = comparison.run_dir(output_dir, "cnn", 0)
-        expected = _accuracies(os.path.join(run, "model.keras"))
+        correct = _correct(os.path.join(run, "model.keras"))
+        expected = {"familiar": float(correct[FAMILIAR].mean()),
+                    "novel": float(correct[~FAMILIAR].mean())}
+        # The per-image right/wrong the paired tests read, in test order.
+        for name, chosen in (("familiar", FAMILIAR), ("novel", ~FAMILIAR)):
+            np.testing.assert_array_equal(
+                comparison_significance.per_image_correct(
+                    run, f"viewpoints:{name}"), correct[chosen])
         with open(os.path.join(output_dir, "results.csv")) as file:
             row = next(csv.DictReader(file))
         for name in ("familiar", "novel"):
