@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+from unittest import mock
 
 import keras
 import numpy as np
@@ -95,3 +96,15 @@ class CompareViewpointsTest(TestCase):
             self.assertRegex(stderr.getvalue(),
                              r"error: .*`viewpoints`.*mnist'")
         self.assertFalse(os.path.exists(output_dir))
+
+    def test_train_passes_viewpoints_to_the_loader(self):
+        output_dir = os.path.join(self.get_temp_dir(), "run")
+        with mock.patch("keras_caps.training.train",
+                        return_value={}) as train, contextlib.redirect_stdout(
+                            io.StringIO()):
+            code = cli.main(["train", "--dataset", "smallnorb",
+                             "--viewpoints", "elevation", "--output-dir",
+                             output_dir])
+        self.assertEqual(code, 0)
+        self.assertEqual(train.call_args.kwargs["dataset_options"],
+                         {"viewpoints": "elevation"})
