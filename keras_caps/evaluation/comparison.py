@@ -944,7 +944,8 @@ def results_record(runs, settings, reference=None):
         # no infinity).
         ratios = {key: comparison_statistics.relative_corruption_error(
             row["accuracy"][key]["mean"], row["accuracy"]["clean"]["mean"])
-            for key, _ in columns(settings)[1:]}
+            for key, _ in columns(settings)[1:]
+            if key not in predictions_lib.VIEWPOINT_KEYS}
         row["relative_corruption_error"] = {
             key: None if ratio is None or np.isinf(ratio) else ratio
             for key, ratio in ratios.items()}

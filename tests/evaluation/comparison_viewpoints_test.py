@@ -77,6 +77,10 @@ class CompareViewpointsTest(TestCase):
         with open(os.path.join(output_dir, "results.md")) as file:
             table = file.read()
         self.assertIn("| familiar viewpoints | novel viewpoints |", table)
+        # Viewpoints are no corruption: no relative corruption error.
+        self.assertNotIn("Relative corruption error", table)
+        self.assertEqual(results["routers"]["cnn"][
+            "relative_corruption_error"], {})
         ratio = (1 - expected["novel"]) / max(1 - expected["familiar"],
                                               1e-12)
         self.assertIn(f"- cnn: {ratio:.2f}", table)
