@@ -8,6 +8,7 @@ from keras_caps.cli.argument_types import positive_float
 from keras_caps.cli.argument_types import positive_int
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import add_user_data_arguments
+from keras_caps.cli.shared_arguments import add_viewpoints_argument
 from keras_caps.cli.shared_arguments import dataset_help
 from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_options
@@ -38,6 +39,7 @@ def add_train_command(commands):
                        "classifier_*, cnn_baseline, cnn_positions, "
                        "cnn_vectors): batch (the default) or group "
                        "(GroupNorm, no batch statistics).")
+    add_viewpoints_argument(train, "the test metrics")
     train.set_defaults(handler=run_train, on_interrupt=_describe_interrupted)
 
 
@@ -145,6 +147,8 @@ def run_train(args):
                 f"{args.dataset!r} is fixed. Received: --dataset "
                 f"{args.dataset}")
         options["augment"] = args.augment
+    if args.viewpoints is not None:
+        options["viewpoints"] = args.viewpoints
     record = training.train(
         args.model, args.dataset, output_dir=output_dir,
         epochs=args.epochs, batch_size=args.batch_size,

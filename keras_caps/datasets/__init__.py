@@ -18,7 +18,7 @@ _SUBMODULES = ("augmentation", "cifar", "crops", "fashion_mnist", "holdout",
                "idx", "image_arrays", "image_folder", "image_memory",
                "image_shifts", "mnist", "mnist_canvas", "multi_mnist",
                "npz_arrays", "pipeline", "smallnorb", "sources",
-               "tfds_images", "tfds_splits", "user_dataset")
+               "tfds_images", "tfds_splits", "user_dataset", "viewpoints")
 
 
 def __getattr__(name):
