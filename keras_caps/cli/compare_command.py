@@ -9,6 +9,7 @@ from keras_caps.cli.argument_types import positive_int
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import add_user_data_arguments
+from keras_caps.cli.shared_arguments import add_viewpoints_argument
 from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_slug
 from keras_caps.cli.shared_arguments import requested_corruptions
@@ -52,6 +53,7 @@ def add_compare_command(commands):
     compare.add_argument("--output-dir", default=None,
                          help="Defaults to runs/compare_<dataset>.")
     add_corruption_arguments(compare)
+    add_viewpoints_argument(compare, "each model's accuracy")
     _add_normalization_arguments(compare)
     compare.set_defaults(handler=run_compare, on_interrupt=_interrupted)
 
@@ -127,7 +129,8 @@ def run_compare(args):
         read_options=user_data_options(args), reference=args.reference,
         until_accuracy=args.until_accuracy, workers=args.workers,
         shard=args.shard, adapt_batchnorm=args.adapt_batchnorm,
-        stem_normalization=args.stem_normalization)
+        stem_normalization=args.stem_normalization,
+        viewpoints=args.viewpoints)
     if "unfinished" in results:
         _print_unfinished(results, args, output_dir)
         return 0

@@ -36,6 +36,18 @@ def dataset_options(args):
     return options
 
 
+def add_viewpoints_argument(parser, reports):
+    """`--viewpoints azimuth|elevation` (of `train` and `compare`):
+    smallNORB's novel-viewpoint splits; `reports` says what is reported."""
+    parser.add_argument(
+        "--viewpoints", default=None, choices=("azimuth", "elevation"),
+        help="smallnorb only: train on the familiar viewpoints of Hinton "
+        "et al. 2018, section 5.1 (azimuths 300-40 degrees, or the three "
+        "lowest elevations 30-40 degrees), select on a holdout of them, "
+        f"and report {reports} on the test images (other object "
+        "instances) seen from the familiar and from the novel viewpoints.")
+
+
 def add_corruption_arguments(parser):
     """`--noise`, `--pixel-corruption`, `--occlusion`, `--affine`,
     `--affnist-dir`, `--translated` and `--corruption-seed`."""

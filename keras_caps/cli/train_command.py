@@ -8,6 +8,7 @@ from keras_caps.cli.argument_types import positive_float
 from keras_caps.cli.argument_types import positive_int
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import add_user_data_arguments
+from keras_caps.cli.shared_arguments import add_viewpoints_argument
 from keras_caps.cli.shared_arguments import dataset_help
 from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_options
@@ -31,6 +32,14 @@ def add_train_command(commands):
     _add_run_arguments(train)
     _add_temperature_arguments(train)
     add_until_accuracy_argument(train)
+    train.add_argument("--stem-normalization", default=None,
+                       choices=("batch", "group"),
+                       help="The convolutional stem's normalisation, for "
+                       "the models that have the option (capsule_"
+                       "classifier_*, cnn_baseline, cnn_positions, "
+                       "cnn_vectors): batch (the default) or group "
+                       "(GroupNorm, no batch statistics).")
+    add_viewpoints_argument(train, "the test metrics")
     train.set_defaults(handler=run_train, on_interrupt=_describe_interrupted)
 
 
@@ -138,6 +147,8 @@ def run_train(args):
                 f"{args.dataset!r} is fixed. Received: --dataset "
                 f"{args.dataset}")
         options["augment"] = args.augment
+    if args.viewpoints is not None:
+        options["viewpoints"] = args.viewpoints
     record = training.train(
         args.model, args.dataset, output_dir=output_dir,
         epochs=args.epochs, batch_size=args.batch_size,
@@ -152,7 +163,9 @@ def run_train(args):
         routing_temperature=args.routing_temperature,
         temperature_decay=args.temperature_decay,
         min_temperature=args.min_temperature, download=args.download,
-        until_accuracy=args.until_accuracy, **user_data_options(args))
+        until_accuracy=args.until_accuracy,
+        stem_normalization=args.stem_normalization,
+        **user_data_options(args))
     print(json.dumps(record, indent=2, sort_keys=True))
     print(f"Saved model, export and metrics under {output_dir}")
     return 0

@@ -19,7 +19,7 @@ _SUBMODULES = ("affnist",
                "idx", "image_arrays", "image_folder", "image_memory",
                "image_shifts", "mnist", "mnist_canvas", "multi_mnist",
                "npz_arrays", "pipeline", "smallnorb", "sources",
-               "tfds_images", "tfds_splits", "user_dataset")
+               "tfds_images", "tfds_splits", "user_dataset", "viewpoints")
 
 
 def __getattr__(name):

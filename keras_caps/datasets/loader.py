@@ -8,6 +8,7 @@ from keras_caps.datasets import mnist
 from keras_caps.datasets import mnist_canvas
 from keras_caps.datasets import multi_mnist
 from keras_caps.datasets import smallnorb
+from keras_caps.datasets import viewpoints as viewpoints_lib
 from keras_caps.validation import check_bool
 
 _LOADERS = {
@@ -82,7 +83,10 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
             Defaults to `True`.
         **options: Dataset-specific options: `augment` (mnist,
             fashion_mnist, smallnorb, cifar10, cifar100), `augmentation`
-            (mnist, fashion_mnist), `statistics` (smallnorb), `shift`,
+            (mnist, fashion_mnist), `statistics` (smallnorb), `viewpoints`
+            (smallnorb: `"azimuth"` or `"elevation"`, the novel-viewpoint
+            splits of Hinton et al. 2018, §5.1, see
+            `keras_caps.datasets.smallnorb.load`), `shift`,
             `partners_per_digit` and `pairs_per_epoch` (multi_mnist).
 
     Returns:
@@ -100,6 +104,8 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
         raise ValueError(
             f"Unknown `dataset`. Expected one of {sorted(_LOADERS)}. "
             f"Received: dataset={dataset!r}")
+    if "viewpoints" in options:
+        viewpoints_lib.check_viewpoints(dataset, options["viewpoints"])
     loader = _LOADERS[dataset]
     accepted = sorted(name for name in inspect.signature(loader).parameters
                       if name not in _COMMON_ARGUMENTS)
@@ -117,14 +123,16 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
 
 
 def training_statistics(dataset, *, data_dir=None, seed=42,
-                        validation="holdout", download=True):
+                        validation="holdout", download=True,
+                        viewpoints=None):
     """Per-channel `(mean, variance)` of the images a model trains on.
 
     For models that standardise their input (`input_scaling` of
     `"standardize"` in their preset): computed over the training split
     minus the holdout (`validation="holdout"`) or the whole training split
     (`"test"`), in raw pixel units, as `keras_caps.datasets.smallnorb.
-    training_statistics` documents.
+    training_statistics` documents; with `viewpoints` (smallnorb), over
+    the training images of the familiar viewpoints only.
 
     Raises:
         ValueError: for a dataset without such statistics.
@@ -135,6 +143,8 @@ def training_statistics(dataset, *, data_dir=None, seed=42,
             f"standardisation. Expected one of {sorted(_TRAINING_STATISTICS)}"
             f". Received: dataset={dataset!r}")
     check_bool("download", download)
+    viewpoints_lib.check_viewpoints(dataset, viewpoints)
+    extra = {} if viewpoints is None else {"viewpoints": viewpoints}
     return _TRAINING_STATISTICS[dataset](data_dir=data_dir, seed=seed,
                                          validation=validation,
-                                         download=download)
+                                         download=download, **extra)

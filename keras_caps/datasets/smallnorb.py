@@ -8,9 +8,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_caps.datasets import crops
+from keras_caps.datasets import holdout
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
 from keras_caps.datasets import tfds_splits
+from keras_caps.datasets import viewpoints as viewpoints_lib
 
 _TFDS_NAME = "smallnorb"
 _NUM_CLASSES = 5
@@ -20,6 +22,7 @@ _CENTER = (_SCALE - _PATCH) // 2
 _MAX_DELTA = 2.0  # in standardised units, i.e. training standard deviations
 _CONTRAST_RANGE = (0.5, 1.5)
 _BATCH = 512
+_IMAGE_KEYS = ("image", "image2")
 # Matrix capsules with EM routing (Hinton, Sabour & Frosst 2018, §5): one
 # view at 48 x 48, 32 x 32 crops.
 PRESETS = ("efficient_capsnet", "matrix_capsules")
@@ -32,7 +35,7 @@ _MATRIX_MAX_DELTA = 32.0  # raw pixel units (of 255); the paper gives none
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
          validation="holdout", reconstruction=True, shuffle_buffer_size=None,
          augment=True, statistics=None, download=True,
-         preset="efficient_capsnet"):
+         preset="efficient_capsnet", viewpoints=None):
     """smallNORB stereo batches for Efficient-CapsNet, or single views for
     matrix capsules (`preset="matrix_capsules"`).
 
@@ -78,6 +81,21 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     `"validation"` is the test split. `"test"` is always the 24,300 test
     pairs.
 
+    With `viewpoints="azimuth"` or `"elevation"`, the novel-viewpoint
+    protocol of Hinton, Sabour & Frosst 2018, §5.1 (see
+    `keras_caps.datasets.viewpoints`): `"train"` holds only the training
+    images seen from the familiar viewpoints (azimuths 300, 320, 340, 0,
+    20 and 40 degrees; or the elevations 30, 35 and 40 degrees): 8,100,
+    minus a seeded, class-stratified holdout of 810 drawn from them under
+    `validation="holdout"` (7,290), and `"validation"` is that holdout of
+    familiar viewpoints. Two more splits hold the test images (other
+    object instances) apart by viewpoint: `"test_familiar"`, the 8,100
+    seen from the familiar viewpoints, and `"test_novel"`, the 16,200
+    seen from the others; `"test"` is still the whole test split. Under
+    `validation="test"`, `"train"` is all 8,100 familiar training images
+    and `"validation"` is `"test_familiar"`. The statistics of the
+    brightness jitter come from the familiar training images.
+
     Data: the TFDS `smallnorb` in the TFDS data directory `data_dir` (or
     `$KERAS_CAPS_DATA_DIR`, or the TFDS default), downloaded and prepared
     there on first use unless `download=False`.
@@ -103,6 +121,9 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
             Defaults to `True`; `False` reads prepared data only.
         preset: str. `"efficient_capsnet"` (the default, above) or
             `"matrix_capsules"`.
+        viewpoints: `None` (default), `"azimuth"` or `"elevation"`: the
+            novel-viewpoint splits above; `split` may then also be
+            `"test_familiar"` or `"test_novel"`.
 
     Returns:
         A `tf.data.Dataset` with known cardinality.
@@ -114,16 +135,17 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     >>> ds.element_spec[0]["image"].shape  # doctest: +SKIP
     TensorShape([None, 48, 48, 2])
     """
-    training = pipeline.check_arguments(split, batch_size, training,
-                                        validation, seed,
-                                        shuffle_buffer_size)
+    _check_viewpoint_split(split, viewpoints)
+    training = pipeline.check_arguments(
+        "test" if split in viewpoints_lib.TEST_SPLITS else split,
+        batch_size, training, validation, seed, shuffle_buffer_size)
     if preset not in PRESETS:
         raise ValueError(
             "Received an invalid value for `preset`, expected one of "
             f"{list(PRESETS)}. Received: preset={preset!r}")
     data_dir = sources.resolve_data_dir(data_dir)
     examples, num_examples = _split_examples(split, validation, seed,
-                                             data_dir, download)
+                                             data_dir, download, viewpoints)
     random_crop = training and augment
     augment_fn = None
     if preset == "matrix_capsules":
@@ -139,7 +161,7 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     if random_crop:
         if statistics is None:
             statistics = training_statistics(data_dir, seed, validation,
-                                             download)
+                                             download, viewpoints)
         _, variance = statistics
         std = np.sqrt(np.asarray(variance, "float32"))
         augment_fn = functools.partial(_augment, std=tf.constant(std))
@@ -154,7 +176,7 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
 
 
 def training_statistics(data_dir=None, seed=42, validation="holdout",
-                        download=True):
+                        download=True, viewpoints=None):
     """Per-channel mean and variance of the training images, raw units.
 
     The statistics come from the images the model trains on (the training
@@ -172,6 +194,8 @@ def training_statistics(data_dir=None, seed=42, validation="holdout",
         download: bool. Let TFDS download and prepare a dataset that is
             not prepared yet (see `keras_caps.datasets.sources.load_tfds`).
             Defaults to `True`; `False` reads prepared data only.
+        viewpoints: `None`, `"azimuth"` or `"elevation"`: over the
+            training images of the familiar viewpoints only (see `load`).
 
     Returns:
         Tuple `(mean, variance)`, float32 NumPy arrays of shape `(2,)`, in
@@ -185,9 +209,10 @@ def training_statistics(data_dir=None, seed=42, validation="holdout",
     ...     mean=mean, variance=variance)
     """
     pipeline.check_arguments("train", 1, None, validation, seed, None)
+    viewpoints_lib.check_viewpoints(_TFDS_NAME, viewpoints)
     data_dir = sources.resolve_data_dir(data_dir)
     examples, _ = _split_examples("train", validation, seed, data_dir,
-                                  download)
+                                  download, viewpoints)
     zeros = tf.zeros((2,), tf.float64)
 
     def add(totals, images):
@@ -208,12 +233,80 @@ def training_statistics(data_dir=None, seed=42, validation="holdout",
     return mean.astype("float32"), variance.astype("float32")
 
 
-def _split_examples(split, validation, seed, data_dir, download):
+def familiar_test_images(viewpoints, data_dir=None, download=True):
+    """Which test images are seen from the familiar viewpoints.
+
+    Args:
+        viewpoints: str. `"azimuth"` or `"elevation"` (see `load`).
+        data_dir: str or `None`. TFDS data directory.
+        download: bool. Let TFDS download and prepare the dataset.
+
+    Returns:
+        bool NumPy array `(24300,)`, in the order `load("test")` yields
+        the test images: `True` for the images of `"test_familiar"`,
+        `False` for those of `"test_novel"`.
+
+    Example:
+
+    >>> familiar = familiar_test_images("azimuth")  # doctest: +SKIP
+    >>> int(familiar.sum()), int((~familiar).sum())  # doctest: +SKIP
+    (8100, 16200)
+    """
+    viewpoints_lib.check_viewpoints(_TFDS_NAME, viewpoints)
+    if viewpoints is None:
+        raise ValueError(
+            "Received an invalid value for `viewpoints`, expected "
+            "'azimuth' or 'elevation'. Received: viewpoints=None")
+    data_dir = sources.resolve_data_dir(data_dir)
+    return viewpoints_lib.familiar_mask(viewpoints, _read_labels(
+        "test", viewpoints_lib.VIEWPOINT_FEATURES[viewpoints], data_dir,
+        download))
+
+
+def _split_examples(split, validation, seed, data_dir, download,
+                    viewpoints=None):
     """The examples (feature dicts) of a split and their number."""
-    return tfds_splits.load_split(
-        _TFDS_NAME, split, validation=validation, seed=seed,
-        data_dir=data_dir, download=download, label_key="label_category",
-        image_keys=("image", "image2"))
+    if viewpoints is None or split == "test":
+        return tfds_splits.load_split(
+            _TFDS_NAME, split, validation=validation, seed=seed,
+            data_dir=data_dir, download=download,
+            label_key="label_category", image_keys=_IMAGE_KEYS)
+    if split == "validation" and validation == "test":
+        split = "test_familiar"  # Test-as-validation: familiar views.
+    tfds_split = "test" if split in viewpoints_lib.TEST_SPLITS else "train"
+    examples = sources.load_tfds(_TFDS_NAME, tfds_split, data_dir, download)
+    familiar = viewpoints_lib.familiar_mask(viewpoints, _read_labels(
+        tfds_split, viewpoints_lib.VIEWPOINT_FEATURES[viewpoints], data_dir,
+        download))
+    if split == "test_novel":
+        chosen = np.flatnonzero(~familiar)
+    elif split == "test_familiar" or validation == "test":
+        chosen = np.flatnonzero(familiar)
+    else:  # The holdout is drawn from the familiar training images.
+        positions = np.flatnonzero(familiar)
+        categories = _read_labels("train", "label_category", data_dir,
+                                  download)
+        train, held = holdout.holdout_indices(categories[positions], seed)
+        chosen = positions[train if split == "train" else held]
+    return tfds_splits.select_examples(examples, chosen, len(familiar))
+
+
+def _read_labels(tfds_split, feature, data_dir, download):
+    return tfds_splits.read_labels(
+        _TFDS_NAME, tfds_split, data_dir=data_dir, download=download,
+        label_key=feature, image_keys=_IMAGE_KEYS)
+
+
+def _check_viewpoint_split(split, viewpoints):
+    """Refuses an unknown `viewpoints`, and the viewpoint test splits
+    without `viewpoints`."""
+    viewpoints_lib.check_viewpoints(_TFDS_NAME, viewpoints)
+    if split in viewpoints_lib.TEST_SPLITS and viewpoints is None:
+        raise ValueError(
+            f"Received an invalid value for `split`: {split!r} holds the "
+            "test images of the familiar or novel viewpoints of a "
+            "viewpoint split, which needs `viewpoints` ('azimuth' or "
+            f"'elevation'). Received: split={split!r}, viewpoints=None")
 
 
 def _stereo_pair(example):

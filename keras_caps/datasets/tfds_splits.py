@@ -111,3 +111,37 @@ def _select_examples(examples, indices, num_examples):
     examples = examples.apply(
         tf.data.experimental.assert_cardinality(len(indices)))
     return examples, len(indices)
+
+
+def read_labels(name, tfds_split, *, data_dir, download=True,
+                label_key="label", image_keys=("image",)):
+    """One label feature of every example of a TFDS split, in stored order.
+
+    The images are left undecoded, so this reads little more than the
+    labels.
+
+    Args:
+        name: str. The TFDS dataset name.
+        tfds_split: str. `"train"` or `"test"`.
+        data_dir: str or `None`. TFDS data directory.
+        download: bool. Download and prepare the dataset when it is not
+            prepared. Defaults to `True`.
+        label_key: str. The feature to read. Defaults to `"label"`.
+        image_keys: tuple of str. The image features, left undecoded.
+
+    Returns:
+        int64 NumPy array `(num_examples,)`.
+    """
+    return _labels(name, tfds_split, data_dir, download, label_key,
+                   image_keys)
+
+
+def select_examples(examples, indices, num_examples):
+    """The examples at the sorted `indices` of a dataset of `num_examples`
+    single examples, in stored order, with a known cardinality; the
+    dropped examples are not decoded.
+
+    Returns:
+        `(dataset, len(indices))`.
+    """
+    return _select_examples(examples, indices, num_examples)

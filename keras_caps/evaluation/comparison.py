@@ -74,9 +74,11 @@ from keras_caps.applications.capsule_classifier import ROUTERS
 from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
     STEM_NORMALIZATIONS,
 )
+from keras_caps.datasets import viewpoints as viewpoints_lib
 from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
+from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import comparison_significance
 from keras_caps.evaluation import comparison_statistics
@@ -179,7 +181,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             isolation="process", verbose=0, download=True, preset=None,
             read_options=None, reference=None, until_accuracy=None,
             workers=1, shard=None, adapt_batchnorm=False,
-            stem_normalization="batch"):
+            stem_normalization="batch", viewpoints=None):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -257,6 +259,16 @@ def compare(routers=None, dataset="mnist", *, output_dir,
         stem_normalization: str. `"batch"` (default) or `"group"`: every
             model's stem normalised by GroupNormalization instead of
             BatchNormalization (the builders' `stem_normalization`).
+        viewpoints: `None`, `"azimuth"` or `"elevation"`: smallnorb only,
+            the novel-viewpoint protocol of Hinton, Sabour & Frosst 2018,
+            §5.1: every model trains on the training images of the
+            familiar viewpoints and selects (and stops, with
+            `until_accuracy`: models compared at matched familiar
+            accuracy) on their holdout; the table adds the accuracy on the
+            test images seen from the familiar and from the novel
+            viewpoints (columns `"viewpoints:familiar"`,
+            `"viewpoints:novel"`, see `keras_caps.datasets.smallnorb.
+            load`). Recorded in `compare.json` when set.
 
     Returns:
         dict: the `results.json` record (`"settings"` with `"data"`,
@@ -296,6 +308,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     # Every model trains with `train`: a backend it refuses is refused
     # before any data is read or the folder is claimed.
     check_backend("`keras-caps compare` (`keras_caps.evaluation.compare`)")
+    check_viewpoints(dataset, viewpoints)
     preset, user_data = _user_data(routers, dataset, corruptions, preset,
                                    read_options, data_dir, download)
     settings = _check_settings(
@@ -303,6 +316,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
         validation, reconstruction, corruptions, evaluation_seed, preset,
         until_accuracy)
     reference = _check_reference(reference, settings["routers"])
+    if viewpoints is not None:  # Absent: the whole training split.
+        settings["viewpoints"] = viewpoints
     settings.update(normalization_settings(
         adapt_batchnorm, stem_normalization, user_data is not None))
     settings["data"] = (data_record(dataset, data_dir)
@@ -540,7 +555,15 @@ def training_settings(settings, router, seed):
         reconstruction=model_reconstruction(router,
                                             settings["reconstruction"]),
         until_accuracy=settings.get("until_accuracy"), **user_data,
-        **_stem_option(settings))
+        **_stem_option(settings), **_viewpoint_option(settings))
+
+
+def _viewpoint_option(settings):
+    """The models' loader option `viewpoints` when the comparison has one
+    (records without it read as before)."""
+    if settings.get("viewpoints") is None:
+        return {}
+    return {"dataset_options": {"viewpoints": settings["viewpoints"]}}
 
 
 def _stem_option(settings):
@@ -702,6 +725,8 @@ def _evaluation_settings(settings):
         evaluation["predictions"] = predictions_lib.FORMAT
     if settings.get("adapt_batchnorm"):
         evaluation["adapt_batchnorm"] = True
+    if settings.get("viewpoints") is not None:
+        evaluation["viewpoints"] = settings["viewpoints"]
     return evaluation
 
 
@@ -850,7 +875,8 @@ def train_and_evaluate(router, settings, folder, evaluation, *,
                 corruptions=evaluation["corruptions"], data_dir=data_dir,
                 seed=evaluation["seed"], download=download,
                 predictions_dir=folder,
-                adapt_batchnorm=evaluation.get("adapt_batchnorm", False))
+                adapt_batchnorm=evaluation.get("adapt_batchnorm", False),
+                viewpoints=evaluation.get("viewpoints"))
         write_json_atomically(evaluation_path,
                               {"settings": evaluation, **record})
 
@@ -863,6 +889,9 @@ def _free_memory():
 def columns(settings):
     """`(key, title)` of each accuracy column: clean, then corruptions."""
     result = [("clean", "clean")]
+    if settings.get("viewpoints") is not None:  # Hinton et al. 2018.
+        result += [(key, f"{key.split(':')[1]} viewpoints")
+                   for key in predictions_lib.VIEWPOINT_KEYS]
     corruptions = settings["corruptions"]
     for kind in ("noise", "pixels", "occlusion"):
         for severity in corruptions[kind]:
@@ -888,13 +917,21 @@ def _accuracy(evaluation, key):
 
 def _mean_std(values):
     """The mean, the sample std (0 for one value) and the 95 % Student-t
-    interval (`low`, `high`: `None` for one value)."""
+    interval of accuracies (`low`, `high`: `None` for one value).
+
+    The t interval is symmetric and unbounded; an accuracy is not, so
+    with few seeds and a wide spread near 0 or 1 it would reach past
+    them: it is cut at [0, 1].
+    """
     values = np.asarray(values, dtype="float64")
     std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
     interval = comparison_statistics.mean_interval(
         values, comparison_significance.CONFIDENCE)
+    low, high = interval["low"], interval["high"]
+    if low is not None:
+        low, high = max(low, 0.0), min(high, 1.0)
     return {"mean": float(values.mean()), "std": std,
-            "low": interval["low"], "high": interval["high"]}
+            "low": low, "high": high}
 
 
 def results_record(runs, settings, reference=None):
@@ -919,7 +956,8 @@ def results_record(runs, settings, reference=None):
         # no infinity).
         ratios = {key: comparison_statistics.relative_corruption_error(
             row["accuracy"][key]["mean"], row["accuracy"]["clean"]["mean"])
-            for key, _ in columns(settings)[1:]}
+            for key, _ in columns(settings)[1:]
+            if key not in predictions_lib.VIEWPOINT_KEYS}
         row["relative_corruption_error"] = {
             key: None if ratio is None or np.isinf(ratio) else ratio
             for key, ratio in ratios.items()}
@@ -1158,7 +1196,36 @@ def results_markdown(results):
     lines += comparison_significance.statistics_markdown(
         results, columns(settings))
     lines += learning_curves.until_accuracy_notes(results)
+    lines += _viewpoint_notes(results)
     return "\n".join(lines) + "\n"
+
+
+def _viewpoint_notes(results):
+    """What the viewpoint columns hold, and each model's error on the
+    novel viewpoints over its error on the familiar ones (Hinton et al.
+    2018, section 5.1, Table 2 compares these errors); none without
+    `viewpoints`."""
+    viewpoints = results["settings"].get("viewpoints")
+    if viewpoints is None:
+        return []
+    familiar = ", ".join(str(angle) for angle in viewpoints_lib.degrees(
+        viewpoints, viewpoints_lib.FAMILIAR_LABELS[viewpoints]))
+    lines = ["", f"Viewpoints ({viewpoints}; Hinton, Sabour & Frosst 2018, "
+             f"section 5.1): every model trained on the training images "
+             f"seen from the {viewpoints}s {familiar} degrees and was "
+             "selected on a holdout of them; `clean` is the whole test "
+             "set (other object instances), `familiar viewpoints` its "
+             "images from those angles and `novel viewpoints` the others. "
+             "Error on novel / familiar viewpoints (of the mean "
+             "accuracies):", ""]
+    for router, row in results["routers"].items():
+        ratio = comparison_statistics.relative_corruption_error(
+            row["accuracy"]["viewpoints:novel"]["mean"],
+            row["accuracy"]["viewpoints:familiar"]["mean"])
+        text = ("n/a (no familiar error)" if ratio is None
+                else "∞" if np.isinf(ratio) else f"{ratio:.2f}")
+        lines.append(f"- {router}: {text}")
+    return lines
 
 
 def _data_text(data):

@@ -250,7 +250,10 @@ def statistics_markdown(results, titles):
 
 
 def _relative_error_table(rows, titles):
-    corrupted = titles[1:]
+    # Corruptions only: the viewpoint columns are no corruption of the
+    # clean images (the comparison's viewpoint note relates them).
+    corrupted = [(key, title) for key, title in titles[1:]
+                 if key not in predictions_lib.VIEWPOINT_KEYS]
     if not corrupted:
         return []
     lines = ["", "Relative corruption error (error under the corruption / "

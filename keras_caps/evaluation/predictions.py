@@ -18,7 +18,12 @@ array being image `i` of the same test set, in the test split's order:
   when it was evaluated;
 - `"translated"`: the predictions on the translated canvas test images
   (the clean test images moved, so `"labels"` are their classes);
-- `"adapted:<key>"` for each key above but `"labels"`: the predictions
+- `"viewpoints:familiar"` and `"viewpoints:novel"`, with their true
+  classes under `"labels:viewpoints:familiar"` and
+  `"labels:viewpoints:novel"`: the clean predictions of the test images
+  seen from the familiar and from the novel viewpoints (smallNORB's
+  `viewpoints`, Hinton et al. 2018, §5.1), each in test-split order;
+- `"adapted:<key>"` for each key above but the labels: the predictions
   with the BatchNorm statistics re-estimated on that set
   (`adapt_batchnorm=True`; see
   `keras_caps.evaluation.batchnorm_adaptation`).
@@ -47,6 +52,9 @@ CONFUSION_FILE = "confusion.npz"
 LABELS = "labels"
 AFFINE_LABELS = "labels:affine"
 ADAPTED_PREFIX = "adapted:"
+# Sets of their own images (a subset of the test images, or other
+# images), whose true classes are under "labels:<key>".
+VIEWPOINT_KEYS = ("viewpoints:familiar", "viewpoints:novel")
 # The version of this format, recorded in a comparison's evaluation
 # settings: a `robustness.json` of another version is evaluated again.
 FORMAT = 1
@@ -101,7 +109,21 @@ def labels_of(key):
     """The key of the true classes of the predictions under `key`."""
     base = key[len(ADAPTED_PREFIX):] if key.startswith(ADAPTED_PREFIX) \
         else key
+    if base in VIEWPOINT_KEYS:
+        return f"{LABELS}:{base}"
     return AFFINE_LABELS if base == "affine" else LABELS
+
+
+def is_labels_key(key):
+    """Whether `key` holds true classes (`"labels"`, `"labels:<key>"`)
+    rather than predictions.
+
+    Example:
+
+    >>> is_labels_key("labels:affine"), is_labels_key("affine")
+    (True, False)
+    """
+    return key == LABELS or key.startswith(f"{LABELS}:")
 
 
 def confusion_matrices(predictions, num_classes):
@@ -121,7 +143,7 @@ def confusion_matrices(predictions, num_classes):
     return {key: confusion_matrix(predictions[labels_of(key)], predicted,
                                   num_classes)
             for key, predicted in predictions.items()
-            if key not in (LABELS, AFFINE_LABELS)}
+            if not is_labels_key(key)}
 
 
 def _write_npz(path, arrays):
@@ -208,8 +230,7 @@ def _check_predictions(path, predictions):
             f"{path!r} is not a predictions file: it has no {LABELS!r} "
             f"array. Received keys: {sorted(predictions)}")
     for key, array in predictions.items():
-        reference = (key if key in (LABELS, AFFINE_LABELS)
-                     else labels_of(key))
+        reference = key if is_labels_key(key) else labels_of(key)
         expected = len(predictions.get(reference, ()))
         if (array.ndim != 1 or not np.issubdtype(array.dtype, np.integer)
                 or len(array) != expected):

@@ -26,6 +26,7 @@ import numpy as np
 
 from keras_caps import datasets
 from keras_caps import model_roles as roles
+from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.diagnostics.costs import cost_record
 from keras_caps.evaluation import batchnorm_adaptation
 from keras_caps.evaluation import corruptions as corruptions_lib
@@ -109,11 +110,16 @@ def check_corruptions(dataset, corruptions):
         result[kind] = sorted(checked)
     if result["affine"] and dataset != "mnist_canvas":
         if dataset == "smallnorb":
+            # Its test set holds other object instances seen from the
+            # same viewpoints as the training set: unseen viewpoints are
+            # the `viewpoints` splits (Hinton et al. 2018, section 5.1).
             reason = (
                 "smallNORB images are stereo pairs of one object: one "
-                "2-D warp of both views is not a change of viewpoint, and "
-                "smallNORB's own test set already holds unseen azimuths "
-                "and elevations")
+                "2-D warp of both views is not a change of viewpoint. For "
+                "unseen viewpoints, train and compare on its viewpoint "
+                "splits (`viewpoints`, --viewpoints azimuth or elevation), "
+                "which hold the test images of novel azimuths or "
+                "elevations apart")
         else:
             reason = (
                 f"the generated affine test set warps the 28x28 MNIST test "
@@ -219,7 +225,7 @@ def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
 def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
                         seed=42, batch_size=256, dataset_options=None,
                         download=True, predictions_dir=None,
-                        adapt_batchnorm=False):
+                        adapt_batchnorm=False, viewpoints=None):
     """Accuracy of a classifier on clean and corrupted test images.
 
     Args:
@@ -248,6 +254,13 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
             on that set (Schneider et al., 2020; see
             `keras_caps.evaluation.batchnorm_adaptation`), the original
             statistics restored afterwards. Defaults to `False`.
+        viewpoints: `None`, `"azimuth"` or `"elevation"` (smallnorb, a
+            model trained on a viewpoint split of
+            `keras_caps.datasets.smallnorb.load`): also the accuracy of
+            the clean test images seen from the familiar and from the
+            novel viewpoints (Hinton, Sabour & Frosst 2018, §5.1), from
+            the same clean predictions; with `adapt_batchnorm`, their
+            adapted accuracies are those of the clean set's adaptation.
 
     Returns:
         dict: `"clean"` with `accuracy`, `macro_accuracy` (the mean over
@@ -262,6 +275,11 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         images predicted as the most frequent class; with
         `adapt_batchnorm`, `"adapted"`: `{"accuracy": {key: ...},
         "majority_share": {key: ...}, "batchnorm_layers": n}`;
+        with `viewpoints`, `"viewpoints"`: `{"familiar": accuracy,
+        "novel": accuracy}` and `"viewpoint_images"`: `{"split":
+        viewpoints, "familiar": n, "novel": n}` (keys
+        `"viewpoints:familiar"` and `"viewpoints:novel"` in
+        `"majority_share"`, `"adapted"` and the predictions);
         `"trainable_parameters"` of the classifier (decoder excluded); its
         costs (`keras_caps.diagnostics.costs.cost_record`:
         `"trainable_parameters_with_decoder"`, `"decoder_parameters"`,
@@ -278,6 +296,7 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     """
     corruptions = check_corruptions(dataset, corruptions)
     check_bool("adapt_batchnorm", adapt_batchnorm)
+    check_viewpoints(dataset, viewpoints)
     multi_digit.check_multi_digit_evaluation(
         dataset, dataset_options, predictions_dir, adapt_batchnorm)
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
@@ -299,6 +318,10 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     sets = _PredictionSets(labels, predicted)
     if adapt_batchnorm:
         sets.adapt(predictor, "clean", images, labels, predict, batch_size)
+    if viewpoints is not None:
+        familiar = datasets.smallnorb.familiar_test_images(
+            viewpoints, data_dir, download)
+        record.update(_split_by_viewpoint(sets, viewpoints, familiar))
     for kind, severity, corrupted, truth in corrupted_test_sets(
             dataset, images, labels, corruptions, seed, data_dir=data_dir,
             download=download):
@@ -340,6 +363,30 @@ def affine_set_name(corruptions):
 GENERATED_AFFINE_SET = "generated affine set"
 
 
+def _split_by_viewpoint(sets, viewpoints, familiar):
+    """The clean predictions (and adapted ones) of the test images seen
+    from the familiar and the novel viewpoints (Hinton et al. 2018,
+    section 5.1), added to `sets`; returns their record entries."""
+    labels = sets.predictions[predictions_lib.LABELS]
+    if len(familiar) != len(labels):
+        raise ValueError(
+            f"The viewpoint labels of the test split ({len(familiar)}) do "
+            f"not match its {len(labels)} images: the data changed while "
+            "it was read. Evaluate again.")
+    accuracies, counts = {}, {"split": viewpoints}
+    for name, chosen in (("familiar", familiar), ("novel", ~familiar)):
+        key = f"viewpoints:{name}"
+        for prefix in ("", predictions_lib.ADAPTED_PREFIX):
+            if prefix + "clean" in sets.predictions:
+                sets.add(prefix + key,
+                         sets.predictions[prefix + "clean"][chosen],
+                         labels[chosen])
+        accuracies[name] = float(np.mean(
+            sets.predictions[key] == labels[chosen]))
+        counts[name] = int(chosen.sum())
+    return {"viewpoints": accuracies, "viewpoint_images": counts}
+
+
 class _PredictionSets:
     """The predicted classes of every evaluated set, by column key."""
 
@@ -349,8 +396,9 @@ class _PredictionSets:
 
     def add(self, key, predicted, labels):
         self.predictions[key] = predicted
-        if key == "affine":
-            self.predictions[predictions_lib.AFFINE_LABELS] = labels
+        labels_key = predictions_lib.labels_of(key)
+        if labels_key != predictions_lib.LABELS:  # A set of its own.
+            self.predictions[labels_key] = labels
 
     def adapt(self, predictor, key, images, labels, predict, batch_size):
         """Classifies `images` again with BatchNorm statistics adapted
@@ -365,7 +413,7 @@ class _PredictionSets:
         """`"majority_share"` (and `"adapted"`) of the evaluation record."""
         shares, accuracies = {}, {}
         for key, predicted in self.predictions.items():
-            if key in (predictions_lib.LABELS, predictions_lib.AFFINE_LABELS):
+            if predictions_lib.is_labels_key(key):
                 continue
             shares[key] = predictions_lib.majority_share(predicted)
             truth = self.predictions[predictions_lib.labels_of(key)]

@@ -19,7 +19,8 @@ One run writes, under its output folder (and owns only these names):
   a dataset a user brings only): the class names, in class-index order;
 - `export/`: the SavedModel of the inference graph, raw images in;
 - `metrics.json`: test metrics labelled with protocol, hardware, precision
-  and epochs.
+  and epochs (with smallNORB's `viewpoints`, also `test_familiar` and
+  `test_novel`: the test images of the familiar and the novel viewpoints).
 """
 
 import dataclasses
@@ -40,6 +41,7 @@ from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.user_dataset import resolve_user_dataset
+from keras_caps.datasets.viewpoints import TEST_SPLITS as VIEWPOINT_TEST_SPLITS
 from keras_caps.diagnostics import find_routers
 from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
@@ -381,7 +383,7 @@ def _train_chief(network, splits, settings, run, distribution,
     try:
         if "trained" not in progress:
             run.update(trained=trained)
-        return _write_artifacts(network, splits["test"], settings, run,
+        return _write_artifacts(network, splits, settings, run,
                                 distribution, save_model)
     except OSError as error:
         raise _training_kept(error, run.path) from error
@@ -411,7 +413,7 @@ def _reload_trained(network, output_dir, trained):
     return True
 
 
-def _write_artifacts(network, test_split, settings, run, distribution,
+def _write_artifacts(network, splits, settings, run, distribution,
                      save_model):
     """Writes the model, test metrics, export and `metrics.json` a run
     still lacks, recording each in `run.json`; returns the record."""
@@ -424,7 +426,8 @@ def _write_artifacts(network, test_split, settings, run, distribution,
         write_class_names(os.path.join(output_dir, CLASS_NAMES_FILE),
                           class_names)
     if "test" not in progress:
-        run.update(test=_test(network, test_split))
+        run.update(test=_test(network, splits["test"]))
+    _test_viewpoints(network, splits, run)  # After `test`, as workers do.
     export_dir = os.path.join(output_dir, "export")
     if not progress.get("exported") or not is_keras_caps_export(export_dir):
         # A rerun replaces the export of an earlier run (only an export of
@@ -437,12 +440,23 @@ def _write_artifacts(network, test_split, settings, run, distribution,
         run.update(exported=True)
     record = {**settings.to_record(), **progress["trained"],
               "test": progress["test"], **_environment(distribution)}
+    record.update({split: progress[split] for split in VIEWPOINT_TEST_SPLITS
+                   if split in progress})
     if "data" in run.settings:
         record["data"] = run.settings["data"]
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
     remove_backup(output_dir)  # Only what the run wrote there.
     run.update(complete=True)
     return record
+
+
+def _test_viewpoints(network, splits, run):
+    """With smallNORB's `viewpoints`: the test metrics of the familiar and
+    the novel viewpoints (`"test_familiar"`, `"test_novel"` of the
+    record; Hinton et al. 2018, §5.1), each recorded once done."""
+    for split in VIEWPOINT_TEST_SPLITS:
+        if split in splits and split not in run.progress:
+            run.update(**{split: _test(network, splits[split])})
 
 
 def _class_names(settings):
@@ -500,6 +514,9 @@ def _train_worker(settings, data, distribution, work_dir,
     record = {**settings.to_record(), **_fit_and_select(
         network, splits, settings, work_dir, backup_frequency, verbose)}
     record["test"] = _test(network, splits["test"])
+    for split in VIEWPOINT_TEST_SPLITS:  # In the chief's order.
+        if split in splits:
+            record[split] = _test(network, splits[split])
     record.update(_environment(distribution))
     shutil.rmtree(work_dir, ignore_errors=True)
     return record
@@ -528,8 +545,10 @@ def _build(settings, data, distribution, download):
         load, input_statistics = _user_data_loader(settings, user_data)
     # Global batches; under several workers each keeps its share of every
     # batch (see `shard_by_data` for the policy).
-    splits = {split: shard_by_data(load(split))
-              for split in ("train", "validation", "test")}
+    names = ["train", "validation", "test"]
+    if settings.dataset_options.get("viewpoints") is not None:
+        names += list(VIEWPOINT_TEST_SPLITS)  # smallNORB's viewpoints.
+    splits = {split: shard_by_data(load(split)) for split in names}
     for split, batches in splits.items():
         _check_batches(batches, split, settings.dataset, settings.batch_size,
                        settings.steps_per_epoch if split == "train"
@@ -564,7 +583,8 @@ def _built_in_loader(settings, data_dir, download):
     if MODELS[settings.model].standardizes_input(dataset):
         input_statistics = datasets.training_statistics(
             dataset, data_dir=data_dir, seed=seed,
-            validation=settings.validation, download=download)
+            validation=settings.validation, download=download,
+            viewpoints=options.get("viewpoints"))
         options = {"statistics": input_statistics, **options}
 
     def load(split):

@@ -15,6 +15,7 @@ import numbers
 
 from keras_caps import datasets
 from keras_caps.datasets.user_dataset import is_user_dataset
+from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.model_recipe import closest_preset
@@ -77,7 +78,11 @@ class TrainingSettings:
             has one).
         deterministic: bool. Enable TensorFlow op determinism.
         dataset_options: dict or `None`. Extra loader options (e.g.
-            MultiMNIST's `partners_per_digit`), over the model recipe's.
+            MultiMNIST's `partners_per_digit`, or smallNORB's
+            `viewpoints`: train on the familiar viewpoints, validate on
+            their holdout and also test on the familiar and the novel
+            viewpoints, see `keras_caps.datasets.smallnorb.load`), over
+            the model recipe's.
             A dataset a user brings takes only `augment` (random shifts of
             up to 10 %; defaults to on when the preset's recipe shifts its
             images, as CapsNet's does, else off).
@@ -158,6 +163,9 @@ class TrainingSettings:
         check_bool("deterministic", self.deterministic)
         self._set("dataset_options",
                   _check_dataset_options(self.dataset_options))
+        # smallNORB's novel-viewpoint splits only (Hinton et al. 2018).
+        check_viewpoints(self.dataset,
+                         self.dataset_options.get("viewpoints"))
         self.temperature_schedule()  # Checks the three temperature fields.
         self._set("until_accuracy", _check_until_accuracy(
             self.until_accuracy, self.validation))

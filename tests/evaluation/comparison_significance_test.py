@@ -273,3 +273,17 @@ def test_per_image_correct_reads_the_predictions_file(tmp_path):
     with open(os.path.join(folder, "predictions.npz"), "w") as file:
         file.write("not a zip")
     assert significance.per_image_correct(folder, "clean") is None
+
+
+def test_accuracy_intervals_are_cut_at_zero_and_one():
+    # Three seeds at 0, 0 and 30 %: the t interval, 10 ± 4.303 · 17.32 /
+    # sqrt(3) = 10 ± 43.0 %, reaches below 0; an accuracy cannot.
+    values = [0.0, 0.0, 0.3]
+    half = scipy_stats.t.ppf(0.975, 2) * np.std(values, ddof=1) / 3**0.5
+    assert 0.1 - half < 0
+    cell = comparison._mean_std(values)
+    assert cell["low"] == 0.0
+    np.testing.assert_allclose(cell["high"], 0.1 + half)
+    cell = comparison._mean_std([1.0, 1.0, 0.7])
+    assert cell["high"] == 1.0
+    np.testing.assert_allclose(cell["low"], 0.9 - half)
