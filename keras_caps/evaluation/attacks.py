@@ -213,7 +213,8 @@ def attack_gradients(predictor, images, labels, *, loss="margin",
     images = np.asarray(images, "float32")
     onehot = _onehot(np.asarray(labels).astype("int64"),
                      attack["num_classes"])
-    losses, gradients = attack["gradient"](images, onehot)
+    losses, gradients = attack["gradient"](ops.convert_to_tensor(images),
+                                           ops.convert_to_tensor(onehot))
     return (np.asarray(_to_numpy(losses), "float32"),
             np.asarray(_to_numpy(gradients), "float32"))
 

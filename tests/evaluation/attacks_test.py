@@ -31,7 +31,7 @@ def _capsules(router_name="dynamic"):
 
 
 def _accuracy(model, images, labels):
-    scores = keras.ops.convert_to_numpy(model(images, training=False))
+    scores = attacks._to_numpy(model(images, training=False))
     return float(np.mean(np.argmax(scores, -1) == labels))
 
 
@@ -83,7 +83,9 @@ class PgdTest(TestCase):
         radius = np.float32(20.0)
         delta = np.clip(moved - clean, -radius, radius)
         self.assertAllClose(
-            attacks._project(moved, clean, radius, "linf"),
+            attacks._to_numpy(attacks._project(
+                keras.ops.convert_to_tensor(moved),
+                keras.ops.convert_to_tensor(clean), radius, "linf")),
             np.clip(clean + delta, 0, 255), atol=1e-4, rtol=0)
         # L2: images 0-2 outside the ball (rescaled), 3-4 inside (kept).
         radius = np.float32(150.0)
@@ -94,7 +96,9 @@ class PgdTest(TestCase):
         self.assertTrue(np.all(norms[3:] < radius))
         expected = np.clip(clean + delta * np.minimum(1, radius / norms),
                            0, 255)
-        projected = attacks._project(moved, clean, radius, "l2")
+        projected = attacks._to_numpy(attacks._project(
+            keras.ops.convert_to_tensor(moved),
+            keras.ops.convert_to_tensor(clean), radius, "l2"))
         self.assertAllClose(projected, expected, atol=1e-3, rtol=0)
 
     def test_pgd_stays_in_the_ball_and_the_pixel_range(self):
@@ -216,7 +220,7 @@ class DeterminismTest(TestCase):
                                               **arguments)
         losses = [attacks.attack_gradients(model, run, LABELS)[0]
                   for run in runs]
-        fooled = [np.argmax(keras.ops.convert_to_numpy(model(run)), -1)
+        fooled = [np.argmax(attacks._to_numpy(model(run)), -1)
                   != LABELS for run in runs]
         for image in range(4):
             chosen = next((r for r in range(3) if fooled[r][image]), None)
