@@ -10,7 +10,7 @@ gradient the attacks follow.
 - **FGSM** (Goodfellow, Shlens & Szegedy, ICLR 2015, §4, the "fast
   gradient sign method"): one step `x' = clip(x + eps sign(grad_x L))`
   (L-inf), or `x' = clip(x + eps grad_x L / ||grad_x L||_2)` (L2).
-- **PGD** (Madry et al., ICLR 2018, §2.1, Eq. 2 and §C): from a random
+- **PGD** (Madry et al., ICLR 2018, §2.1): from a random
   start in the eps-ball, `steps` steps `x <- Proj(x + alpha sign(grad))`
   (L2: the gradient divided by its L2 norm), projected back onto the ball
   around the clean image after every step (L-inf: clip each pixel to
@@ -22,8 +22,8 @@ gradient the attacks follow.
   Sabour, Frosst & Hinton (2017, Eq. 4: `m+ = 0.9, m- = 0.1, lambda =
   0.5`) on the scores; `"cross_entropy"`, softmax cross-entropy with the
   scores as logits; `"score_margin"`, `max_{j != t} s_j - s_t`, the
-  class-score margin of Carlini & Wagner (IEEE S&P 2017, §V.A, their
-  f_6 with kappa = 0, on the scores instead of the logits).
+  class-score margin of Carlini & Wagner (IEEE S&P 2017, §V.A: their
+  f_6 with kappa = 0, untargeted, on the scores instead of the logits).
 - **Vote attack** (`target="votes"`; Gu, Wu & Tresp, ICLR 2021, §3): the
   loss is computed on class capsules made by averaging each class's
   votes over the child capsules and squashing the mean, `v_j =
@@ -64,8 +64,8 @@ NORMS = ("linf", "l2")
 LOSSES = ("margin", "cross_entropy", "score_margin")
 TARGETS = ("output", "votes")
 PIXEL_RANGE = 255.0
-# Madry et al. (2018, §C): step size 2.5 eps / steps, so that the steps
-# can cross the ball and back.
+# The step-size rule commonly used with Madry et al.'s PGD: the steps
+# together cover 2.5 times the radius, so they can cross the ball and back.
 STEP_SIZE_FACTOR = 2.5
 # The margin loss's constants (Sabour, Frosst & Hinton 2017, Eq. 4).
 _POSITIVE_MARGIN, _NEGATIVE_MARGIN, _NEGATIVE_WEIGHT = 0.9, 0.1, 0.5
@@ -101,7 +101,7 @@ def adversarial_images(predictor, images, labels, *, epsilon, method="pgd",
         steps: int >= 1. PGD steps. Defaults to `10`.
         step_size: float > 0 or `None`. The PGD step as a fraction of the
             pixel range (same units as `epsilon`); `None` for
-            `2.5 * epsilon / steps` (Madry et al. 2018). Defaults to `None`.
+            `2.5 * epsilon / steps`. Defaults to `None`.
         random_start: bool. Start PGD at a uniform random point of the
             epsilon-ball. Defaults to `True`.
         restarts: int >= 1. PGD runs per image; each image keeps the first
