@@ -49,6 +49,7 @@ per restart drawn over all images, so the result does not depend on
 `batch_size`.
 """
 
+import itertools
 import weakref
 
 import keras
@@ -104,9 +105,10 @@ def adversarial_images(predictor, images, labels, *, epsilon, method="pgd",
             `2.5 * epsilon / steps`. Defaults to `None`.
         random_start: bool. Start PGD at a uniform random point of the
             epsilon-ball. Defaults to `True`.
-        restarts: int >= 1. PGD runs per image; each image keeps the first
-            run that fools `predictor`, else the one with the highest
-            loss. Defaults to `1`.
+        restarts: int >= 1. PGD runs per image, from as many random
+            starts; each image keeps the first run that fools
+            `predictor`, else the one with the highest loss (one run
+            without `random_start`). Defaults to `1`.
         loss: `"margin"`, `"cross_entropy"` or `"score_margin"`. Defaults
             to `"margin"`.
         seed: int. Seeds the random starts. Defaults to `0`.
@@ -143,9 +145,11 @@ def adversarial_images(predictor, images, labels, *, epsilon, method="pgd",
         return _run(attack, images, labels, settings, radius=radius,
                     alpha=radius, steps=1, starts=[None])
     alpha = _radius(settings["step_size"], settings["norm"], images.shape)
-    starts = [_random_start(images.shape, radius, settings, restart)
-              if settings["random_start"] else None
-              for restart in range(settings["restarts"])]
+    # Drawn one restart at a time: memory for one start, not `restarts`.
+    # Without random starts every restart would be the same run.
+    starts = ((_random_start(images.shape, radius, settings, restart)
+               for restart in range(settings["restarts"]))
+              if settings["random_start"] else [None])
     return _run(attack, images, labels, settings, radius=radius,
                 alpha=alpha, steps=settings["steps"], starts=starts)
 
@@ -628,11 +632,18 @@ def _attack_batch(attack, clean, start, onehot, radius, alpha, steps):
 
 
 def _run(attack, images, labels, settings, *, radius, alpha, steps, starts):
-    """Every batch, every restart; the best restart per image."""
+    """Every batch, every restart; the best restart per image.
+
+    `starts`: an iterable of random starts (the shape of `images`), or of
+    one `None` (no random start).
+    """
     onehot = _onehot(labels, attack["num_classes"])
     batch_size = settings["batch_size"]
     best = best_fooled = best_losses = None
-    for start in starts:
+    starts = iter(starts)
+    first = next(starts)
+    keep_best = first is not None and settings["restarts"] > 1
+    for start in itertools.chain([first], starts):
         result = np.empty_like(images)
         fooled = np.zeros(len(images), bool)
         losses = np.zeros(len(images), "float32")
@@ -643,7 +654,7 @@ def _run(attack, images, labels, settings, *, radius, alpha, steps, starts):
                 None if start is None else start[batch], onehot[batch],
                 radius, alpha, steps)
             result[batch] = _to_numpy(x)
-            if len(starts) > 1:
+            if keep_best:
                 batch_losses, scores = attack["evaluate"](x, batch_onehot)
                 losses[batch] = _to_numpy(batch_losses)
                 fooled[batch] = np.argmax(
