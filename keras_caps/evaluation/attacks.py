@@ -473,12 +473,13 @@ def _vote_scores_function(predictor):
     children_model = keras.Model(predictor.inputs[0], router.input)
     num_classes = int(predictor.outputs[0].shape[-1])
     variant = _squash_variant(router)
+    model_name = predictor.name
 
     def scores(x):
         children = children_model(x, training=False)
         votes = router.routing_trace(children)["votes"]  # (b, i, j, z)
         # Checked while tracing (an eager probe is slow on JAX).
-        _check_votes(votes, num_classes, router, predictor)
+        _check_votes(votes, num_classes, router, model_name)
         mean = ops.mean(capsule_ops.at_least_float32(votes), axis=1)
         classes = capsule_ops.squash(mean, variant=variant)  # (b, j, z)
         return capsule_ops.capsule_length(classes)  # (b, j)
@@ -486,7 +487,7 @@ def _vote_scores_function(predictor):
     return scores
 
 
-def _check_votes(votes, num_classes, router, predictor):
+def _check_votes(votes, num_classes, router, model_name):
     if votes is None or len(votes.shape) != 4 or (
             votes.shape[2] != num_classes):
         raise ValueError(
@@ -494,9 +495,24 @@ def _check_votes(votes, num_classes, router, predictor):
             "the router to expose one vote per child capsule and class "
             f"(batch, children, {num_classes}, dim); the router "
             f"{type(router).__name__} ({router.name!r}) of "
-            f"{predictor.name!r} does not (its votes: "
+            f"{model_name!r} does not (its votes: "
             f"{None if votes is None else tuple(votes.shape)}). Use "
             "target='output'. Received: target='votes'")
+
+
+def _output_scores_function(predictor):
+    """`x -> predictor(x)`, holding `predictor` by a weak reference.
+
+    The traced functions are cached per predictor in a
+    `WeakKeyDictionary`: a strong reference from them would keep every
+    attacked model alive.
+    """
+    reference = weakref.ref(predictor)
+
+    def scores(x):
+        return reference()(x, training=False)
+
+    return scores
 
 
 def _objective(predictor, loss, target):
@@ -504,8 +520,7 @@ def _objective(predictor, loss, target):
     if target == "votes":
         scores = _vote_scores_function(predictor)
     else:
-        def scores(x):
-            return predictor(x, training=False)
+        scores = _output_scores_function(predictor)
 
     def objective(x, onehot):
         return _attack_loss(scores(x), onehot, loss)
@@ -601,8 +616,10 @@ def _attack_functions(predictor, settings):
         _, grads = gradient(x, onehot)
         return _project(_ascent(x, grads, alpha, norm), clean, radius, norm)
 
+    output_scores = _output_scores_function(predictor)
+
     def evaluate(x, onehot):
-        return objective(x, onehot), predictor(x, training=False)
+        return objective(x, onehot), output_scores(x)
 
     variables = list(predictor.variables)
     functions = {

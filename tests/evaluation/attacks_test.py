@@ -1,7 +1,9 @@
 import functools
+import gc
 import os
 import subprocess
 import sys
+import weakref
 
 import keras
 import numpy as np
@@ -230,6 +232,25 @@ class DeterminismTest(TestCase):
                                 atol=1e-4, rtol=0)
         # The runs differ, so the choice matters.
         self.assertGreater(np.abs(runs[0] - runs[1]).max(), 1.0)
+
+
+class CacheTest(TestCase):
+    def test_traced_steps_are_reused_and_do_not_keep_the_model(self):
+        model, _, _ = models.linear_model(np.random.default_rng(2))
+        attacks.adversarial_images(model, IMAGES, LABELS, epsilon=0.1,
+                                   steps=2)
+        functions = attacks._CACHE[model][
+            ("linf", "margin", "output", keras.backend.backend())]
+        attacks.adversarial_images(model, IMAGES, LABELS, epsilon=0.2,
+                                   steps=4)
+        self.assertEqual(len(attacks._CACHE[model]), 1)
+        self.assertIs(attacks._CACHE[model][
+            ("linf", "margin", "output", keras.backend.backend())],
+            functions)
+        reference = weakref.ref(model)
+        del model, functions
+        gc.collect()
+        self.assertIsNone(reference())
 
 
 @pytest.mark.single_backend
