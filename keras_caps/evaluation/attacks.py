@@ -56,6 +56,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_caps import layers
 from keras_caps import model_roles as roles
 from keras_caps.layers.router import Router
 from keras_caps.ops import capsule_ops
@@ -444,17 +445,38 @@ def _vote_router(predictor):
             "whose class capsules come from a router with votes; "
             f"{predictor.name!r} has no router (a CNN?). Use "
             "target='output'. Received: target='votes'")
-    return router
+    variant = _squash_variant(router)
+    if variant is None:
+        raise ValueError(
+            "Received an invalid value for `target`: target='votes' "
+            "replaces the class capsules squash(sum_i c_ij u_hat_j|i) by "
+            "the squashed mean vote, so it needs a router whose class "
+            "capsules are squashed sums of weighted votes (DynamicRouting "
+            "and its `uniform` and `hybrid` forms, FCCaps, AttentionRouting "
+            f"with value_form='votes'); the router {type(router).__name__} "
+            f"({router.name!r}) of {predictor.name!r} is not one (its "
+            "class scores are activations, or its votes are not one "
+            "vector per child and class). Use target='output'. Received: "
+            "target='votes'")
+    return router, variant
 
 
 def _squash_variant(router):
-    """The squash the router applies to its weighted votes."""
-    variant = getattr(router, "squash", None)
-    if isinstance(variant, str) and variant in capsule_ops.SQUASH_VARIANTS:
-        return variant  # AttentionRouting
-    if type(router).__name__ == "FCCaps":
+    """The squash the router applies to its weighted votes, or `None`.
+
+    `None` for routers whose class capsules are not squashed sums of
+    weighted votes: EM routing and self-routing (the lengths are
+    activations computed apart from the votes), vector and inverted
+    attention routing (no vote per child and class).
+    """
+    if isinstance(router, layers.DynamicRouting):  # uniform, hybrid too
+        return "sabour"
+    if isinstance(router, layers.FCCaps):
         return "efficient"
-    return "sabour"
+    if (isinstance(router, layers.AttentionRouting)
+            and router.value_form == "votes"):
+        return router.squash
+    return None
 
 
 def _vote_scores_function(predictor):
@@ -465,14 +487,14 @@ def _vote_scores_function(predictor):
     capsules, sharing the layers and weights of `predictor`), then the
     router's votes `u_hat_j|i` from `Router.routing_trace` `(batch,
     children, classes, dim)`, averaged over the children, squashed with
-    the router's own squash (Sabour's for routers that scale their
-    outputs to an activation instead, EM and self-routing) and measured.
-    Routing runs but its couplings do not reach the scores.
+    the router's own squash (Sabour's for `DynamicRouting`, the efficient
+    one for `FCCaps`, the layer's `squash` for `AttentionRouting`) and
+    measured. Routing runs but its couplings (and `DynamicRouting`'s
+    optional bias) do not reach the scores.
     """
-    router = _vote_router(predictor)
+    router, variant = _vote_router(predictor)
     children_model = keras.Model(predictor.inputs[0], router.input)
     num_classes = int(predictor.outputs[0].shape[-1])
-    variant = _squash_variant(router)
     model_name = predictor.name
 
     def scores(x):

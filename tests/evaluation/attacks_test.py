@@ -308,8 +308,11 @@ class BadInputTest(TestCase):
     def test_vote_attack_needs_a_router_with_votes(self):
         self._refuses(ValueError, "target='votes'.*no router.*a CNN",
                       target="votes")
-        self._refuses(ValueError, "target='votes'.*VectorRouting",
-                      model=models.vector_routing_model(), target="votes")
+        for model, name in ((models.vector_routing_model(), "VectorRouting"),
+                            (models.em_routing_model(), "EMRouting")):
+            self._refuses(ValueError,
+                          f"target='votes'.*squashed sums.*{name}",
+                          model=model, target="votes")
 
 
 _CROSS_BACKEND_SCRIPT = """
