@@ -21,9 +21,12 @@ gradient the attacks follow.
 - **Losses** (all maximised): `"margin"`, the capsule margin loss of
   Sabour, Frosst & Hinton (2017, Eq. 4: `m+ = 0.9, m- = 0.1, lambda =
   0.5`) on the scores; `"cross_entropy"`, softmax cross-entropy with the
-  scores as logits; `"score_margin"`, `max_{j != t} s_j - s_t`, the
-  class-score margin of Carlini & Wagner (IEEE S&P 2017, §V.A: their
-  f_6 with kappa = 0, untargeted, on the scores instead of the logits).
+  scores as logits (for a model ending in softmax probabilities, the
+  `"probabilities"` layer of `CNNBaseline`, their logarithms are the
+  logits, so the loss is `-log p_t`); `"score_margin"`,
+  `max_{j != t} s_j - s_t`, the class-score margin of Carlini & Wagner
+  (IEEE S&P 2017, §V.A: their f_6 with kappa = 0, untargeted, on the
+  scores instead of the logits).
 - **Vote attack** (`target="votes"`; Gu, Wu & Tresp, ICLR 2021, §3): the
   loss is computed on class capsules made by averaging each class's
   votes over the child capsules and squashing the mean, `v_j =
@@ -522,6 +525,15 @@ def _check_votes(votes, num_classes, router, model_name):
             "target='output'. Received: target='votes'")
 
 
+def _gives_probabilities(predictor):
+    """Whether `predictor` ends in the softmax `PROBABILITIES` layer."""
+    try:
+        layer = predictor.get_layer(roles.PROBABILITIES)
+    except ValueError:
+        return False
+    return layer.output is predictor.outputs[0]
+
+
 def _output_scores_function(predictor):
     """`x -> predictor(x)`, holding `predictor` by a weak reference.
 
@@ -543,6 +555,12 @@ def _objective(predictor, loss, target):
         scores = _vote_scores_function(predictor)
     else:
         scores = _output_scores_function(predictor)
+        if loss == "cross_entropy" and _gives_probabilities(predictor):
+            probabilities = scores
+
+            def scores(x):  # log p as logits: the loss is -log p_t
+                return ops.log(ops.maximum(
+                    ops.cast(probabilities(x), "float32"), _TINY))
 
     def objective(x, onehot):
         return _attack_loss(scores(x), onehot, loss)

@@ -77,6 +77,28 @@ class FgsmTest(TestCase):
                 atol=1e-5, rtol=1e-4)
 
 
+    def test_cross_entropy_of_a_softmax_model_is_minus_log_p(self):
+        # The same linear scores through a softmax layer named like
+        # CNNBaseline's: -log p_t has the gradient of the cross-entropy
+        # of the logits.
+        _, kernel, bias = _linear()
+        model = keras.Sequential([
+            keras.Input((4, 4, 1)), keras.layers.Flatten(),
+            keras.layers.Dense(models.NUM_CLASSES, activation="softmax",
+                               name="probabilities")])
+        model.get_layer("probabilities").set_weights([kernel, bias])
+        losses, gradients = attacks.attack_gradients(
+            model, IMAGES, LABELS, loss="cross_entropy")
+        scores = IMAGES.reshape(4, -1) @ kernel + bias
+        log_p = scores - np.log(np.exp(scores).sum(-1, keepdims=True))
+        self.assertAllClose(losses, -log_p[np.arange(4), LABELS],
+                            atol=1e-5, rtol=1e-5)
+        self.assertAllClose(
+            gradients, models.linear_gradient(IMAGES, LABELS, kernel, bias,
+                                              "cross_entropy"),
+            atol=1e-5, rtol=1e-4)
+
+
 class PgdTest(TestCase):
     def test_linf_and_l2_projection_against_numpy(self):
         rng = np.random.default_rng(3)
