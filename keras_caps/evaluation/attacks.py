@@ -582,7 +582,7 @@ def _gradient_function(objective):
                 tape.watch(x)
                 losses = objective(x, onehot)
                 total = tf.reduce_sum(losses)
-            return losses, tape.gradient(total, x)
+            return losses, _checked(tape.gradient(total, x))
     elif backend == "jax":
         import jax
 
@@ -600,12 +600,27 @@ def _gradient_function(objective):
             with torch.enable_grad():
                 leaf = x.detach().clone().requires_grad_(True)
                 losses = objective(leaf, onehot)
-                (grads,) = torch.autograd.grad(ops.sum(losses), leaf)
-            return losses.detach(), grads
+                total = ops.sum(losses)
+                (grads,) = (torch.autograd.grad(total, leaf,
+                                                allow_unused=True)
+                            if total.requires_grad else (None,))
+            return losses.detach(), _checked(grads)
     else:
         raise ValueError(
             "Attacks need gradients, on the tensorflow, jax or torch "
             f"backend. Received: backend={backend!r}")
+    return gradient
+
+
+def _checked(gradient):
+    """`gradient`, or a clear error where the scores do not depend on the
+    pixels differentiably (TensorFlow and PyTorch say so with `None`)."""
+    if gradient is None:
+        raise ValueError(
+            "Received an invalid value for `predictor`: its class scores "
+            "have no gradient with respect to the images (a wrapped "
+            "SavedModel or a stopped gradient?), so no gradient attack "
+            "applies. Attack the `.keras` model instead.")
     return gradient
 
 

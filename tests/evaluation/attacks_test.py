@@ -327,6 +327,16 @@ class BadInputTest(TestCase):
         self._refuses(ValueError, "`predictor`.*one class-score output",
                       model=two_outputs)
 
+    def test_scores_without_a_gradient(self):
+        if keras.backend.backend() == "jax":
+            pytest.skip("jax.grad gives zeros, not None, through "
+                        "stop_gradient")
+        inputs = keras.Input((4, 4, 1))
+        scores = keras.layers.Dense(3)(keras.layers.Flatten()(
+            keras.layers.Lambda(keras.ops.stop_gradient)(inputs)))
+        self._refuses(ValueError, "`predictor`.*no gradient",
+                      model=keras.Model(inputs, scores))
+
     def test_vote_attack_needs_a_router_with_votes(self):
         self._refuses(ValueError, "target='votes'.*no router.*a CNN",
                       target="votes")
