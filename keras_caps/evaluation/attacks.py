@@ -293,6 +293,13 @@ def _check_data(predictor, images, labels):
             "Received an invalid value for `images`, expected an array "
             "(n, height, width, channels). Received: images with shape "
             f"{images.shape}")
+    if images.size and not (np.all(np.isfinite(images))
+                            and images.min() >= 0
+                            and images.max() <= PIXEL_RANGE):
+        raise ValueError(
+            "Received an invalid value for `images`, expected raw pixels in "
+            f"[0, {PIXEL_RANGE:g}] (the predictor scales them itself). "
+            f"Received: images in [{images.min()}, {images.max()}]")
     if labels.shape != images.shape[:1] or not np.issubdtype(
             labels.dtype, np.integer):
         raise ValueError(

@@ -306,6 +306,10 @@ class BadInputTest(TestCase):
         with self.assertRaisesRegex(ValueError, r"`images`.*\(n, height"):
             attacks.adversarial_images(model, IMAGES[0], LABELS,
                                        epsilon=0.1)
+        with self.assertRaisesRegex(ValueError,
+                                    r"`images`.*\[0, 255\].*-1"):
+            attacks.adversarial_images(model, IMAGES - 1 - IMAGES.min(),
+                                       LABELS, epsilon=0.1)
         with self.assertRaisesRegex(ValueError, "`labels`.*shape"):
             attacks.adversarial_images(model, IMAGES, LABELS[:2],
                                        epsilon=0.1)
