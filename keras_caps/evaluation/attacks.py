@@ -76,7 +76,8 @@ STEP_SIZE_FACTOR = 2.5
 _POSITIVE_MARGIN, _NEGATIVE_MARGIN, _NEGATIVE_WEIGHT = 0.9, 0.1, 0.5
 # Floors of the norms the L2 step and projection divide by.
 _TINY = 1e-12
-# Traced steps per predictor: {predictor: {(norm, loss, target): steps}}.
+# Traced functions per predictor: {predictor: {(norm, loss, target,
+# backend): the attack's functions, "scores": the forward pass}}.
 _CACHE = weakref.WeakKeyDictionary()
 
 
@@ -751,13 +752,17 @@ def _run(attack, images, labels, settings, *, radius, alpha, steps, starts):
 
 
 def _predict_classes(predictor, images, batch_size):
-    predicted = []
+    """The predicted class of every image, by a traced forward pass
+    (cached with the attack steps, under the key `"scores"`)."""
+    cached = _CACHE.setdefault(predictor, {})
+    if "scores" not in cached:
+        cached["scores"] = _compile(_output_scores_function(predictor),
+                                    list(predictor.variables))
+    predicted = [np.zeros(0, "int64")]
     for low in range(0, len(images), batch_size):
-        scores = predictor(ops.convert_to_tensor(
-            images[low:low + batch_size]), training=False)
+        scores = cached["scores"](ops.convert_to_tensor(
+            np.asarray(images[low:low + batch_size], "float32")))
         predicted.append(np.argmax(_to_numpy(scores), axis=-1))
-    if not predicted:
-        return np.zeros(0, "int64")
     return np.concatenate(predicted)
 
 

@@ -256,6 +256,30 @@ class DeterminismTest(TestCase):
         self.assertGreater(np.abs(runs[0] - runs[1]).max(), 1.0)
 
 
+@pytest.mark.single_backend
+def test_random_starts_are_uniform_in_the_ball():
+    settings = {"seed": 0, "norm": "linf"}
+    shape = (4000, 2, 2, 4)  # 16 pixels per image
+    linf = attacks._random_start(shape, np.float32(10.0), settings, 0)
+    assert np.abs(linf).max() <= 10.0
+    # Uniform on [-10, 10]: a quarter of the pixels beyond +-7.5.
+    assert abs(np.mean(np.abs(linf) > 7.5) - 0.25) < 0.01
+    settings["norm"] = "l2"
+    l2 = attacks._random_start(shape, np.float32(10.0), settings, 0)
+    norms = np.sqrt(np.sum(l2.astype("float64") ** 2, axis=(1, 2, 3)))
+    assert norms.max() <= 10.0 * (1 + 1e-6)
+    # Uniform in the 16-dimensional ball: P(norm <= r R) = r^16.
+    for fraction in (0.9, 0.95, 0.99):
+        assert abs(np.mean(norms <= 10.0 * fraction)
+                   - fraction ** 16) < 0.03, fraction
+    # Uniform directions: the mean direction is near 0.
+    directions = l2.reshape(len(l2), -1) / norms[:, None]
+    assert np.abs(directions.mean(0)).max() < 0.05
+    # Another restart draws other starts.
+    other = attacks._random_start(shape, np.float32(10.0), settings, 1)
+    assert np.abs(other - l2).max() > 1.0
+
+
 class CacheTest(TestCase):
     def test_traced_steps_are_reused_and_do_not_keep_the_model(self):
         model, _, _ = models.linear_model(np.random.default_rng(2))
@@ -266,6 +290,10 @@ class CacheTest(TestCase):
         attacks.adversarial_images(model, IMAGES, LABELS, epsilon=0.2,
                                    steps=4)
         self.assertEqual(len(attacks._CACHE[model]), 1)
+        attacks.attack_accuracy(model, IMAGES, LABELS, epsilon=0.1)
+        self.assertEqual(sorted(map(str, attacks._CACHE[model])),
+                         ["('linf', 'margin', 'output', "
+                          f"'{keras.backend.backend()}')", "scores"])
         self.assertIs(attacks._CACHE[model][
             ("linf", "margin", "output", keras.backend.backend())],
             functions)
