@@ -3,7 +3,8 @@
 `corruptions` (NumPy only: noise, pixel corruption, occlusion and the
 generated affine test set) is imported here; `robustness` (a saved model
 on clean and corrupted test data) and `comparison` (`keras-caps compare`)
-need TensorFlow and are imported on first use.
+need TensorFlow and are imported on first use, as is `attacks` (FGSM,
+PGD and the vote attack, on any Keras backend).
 """
 
 import importlib
@@ -11,10 +12,12 @@ import importlib
 from keras_caps.evaluation import corruptions
 
 _LAZY_MODULES = ("robustness", "comparison", "predictions",
-                 "batchnorm_adaptation")
+                 "batchnorm_adaptation", "attacks")
 _LAZY_FUNCTIONS = {"evaluate_robustness": "robustness",
                    "compare": "comparison",
-                   "read_predictions": "predictions"}
+                   "read_predictions": "predictions",
+                   "adversarial_images": "attacks",
+                   "attack_accuracy": "attacks"}
 
 
 def __getattr__(name):
