@@ -26,6 +26,7 @@ import numpy as np
 from keras_caps import datasets
 from keras_caps import model_roles as roles
 from keras_caps.diagnostics.costs import cost_record
+from keras_caps.evaluation import attack_evaluation
 from keras_caps.evaluation import batchnorm_adaptation
 from keras_caps.evaluation import corruptions as corruptions_lib
 from keras_caps.evaluation import predictions as predictions_lib
@@ -158,8 +159,8 @@ def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
 def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
                         seed=42, batch_size=256, dataset_options=None,
                         download=True, predictions_dir=None,
-                        adapt_batchnorm=False):
-    """Accuracy of a classifier on clean and corrupted test images.
+                        adapt_batchnorm=False, attacks=None):
+    """Accuracy of a classifier on clean, corrupted and attacked images.
 
     Args:
         model: A `keras.Model` from an application builder (or a path to
@@ -183,6 +184,10 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
             on that set (Schneider et al., 2020; see
             `keras_caps.evaluation.batchnorm_adaptation`), the original
             statistics restored afterwards. Defaults to `False`.
+        attacks: dict or `None`. Adversarial attacks on the test images
+            (FGSM, PGD, the vote attack; see
+            `keras_caps.evaluation.attack_evaluation.check_attacks`), each
+            seeded from `seed`. Defaults to `None`: none.
 
     Returns:
         dict: `"clean"` with `accuracy`, `macro_accuracy` (the mean over
@@ -199,7 +204,10 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         costs (`keras_caps.diagnostics.costs.cost_record`:
         `"trainable_parameters_with_decoder"`, `"decoder_parameters"`,
         `"multiply_adds"` of the classifier path, `"decoder_multiply_adds"`);
-        `"seed"`, `"dataset"`.
+        `"seed"`, `"dataset"`; with `attacks`, `"fgsm"`, `"pgd"` (and
+        `"vote_pgd"`): epsilon (as a string) -> accuracy, `"attacks"`: the
+        settings, and `"masking_checks"`
+        (`keras_caps.evaluation.attack_checks.masking_checks`).
 
     Example:
 
@@ -211,7 +219,10 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     """
     corruptions = check_corruptions(dataset, corruptions)
     check_bool("adapt_batchnorm", adapt_batchnorm)
+    attacks = attack_evaluation.check_attacks(attacks)
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        if attacks:
+            attack_evaluation.check_attack_model(model, "model")
         model = keras.saving.load_model(model)
     predictor = classifier(model)
     images, labels = load_test_arrays(dataset, data_dir=data_dir, seed=seed,
@@ -238,6 +249,9 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         if adapt_batchnorm:
             sets.adapt(predictor, key, corrupted, truth, predict,
                        batch_size)
+    if attacks:
+        _attack(predictor, (images, labels), attacks, seed, record, sets,
+                (predict, batch_size, adapt_batchnorm))
     record.update(sets.record(adapt_batchnorm))
     if predictions_dir is not None:
         predictions_lib.write_predictions(
@@ -249,6 +263,34 @@ def column_key(kind, severity):
     """The key of a corruption's results: `"noise:0.1"`, ..., `"affine"`
     (as the comparison's columns, `comparison.columns`)."""
     return "affine" if kind == "affine" else f"{kind}:{severity}"
+
+
+def _attack(predictor, test_set, attacks, seed, record, sets, options):
+    """Classifies the adversarial test sets of `attacks` into `sets`
+    and `record` (`"fgsm"`, `"pgd"`, `"vote_pgd"`, `"attacks"`,
+    `"masking_checks"`); a model without votes gets its PGD predictions
+    as its vote attack's."""
+    images, labels = test_set
+    predict, batch_size, adapt_batchnorm = options
+    for kind, epsilon, adversarial in attack_evaluation.attacked_sets(
+            predictor, images, labels, attacks, seed, batch_size):
+        key = column_key(kind, epsilon)
+        if adversarial is None:
+            reused = column_key("pgd", epsilon)
+            sets.add(key, sets.predictions[reused], labels)
+            if adapt_batchnorm:
+                prefix = predictions_lib.ADAPTED_PREFIX
+                sets.add(prefix + key, sets.predictions[prefix + reused],
+                         labels)
+        else:
+            sets.add(key, predict(adversarial), labels)
+            if adapt_batchnorm:
+                sets.adapt(predictor, key, adversarial, labels, predict,
+                           batch_size)
+        record.setdefault(kind, {})[str(epsilon)] = float(
+            np.mean(sets.predictions[key] == labels))
+    record.update(attack_evaluation.attack_record(predictor, attacks,
+                                                  record))
 
 
 class _PredictionSets:
