@@ -179,7 +179,9 @@ def summarize(results):
     Returns:
         dict: `"passed"` (every check of every evaluation passed),
         `"checks"`: check name -> `{"passed": n, "failed": n, "texts":
-        [the failing checks' texts]}`, for the names that ran.
+        [the failing checks' texts]}`, for the names that ran: the
+        evaluations (seeds) in which every check of that name (over the
+        attacks and epsilons) passed, those in which one failed.
 
     Example:
 
@@ -190,14 +192,16 @@ def summarize(results):
     """
     summary = {}
     for result in results:
+        by_name = {}
         for check in (result or {}).get("checks", []):
+            by_name.setdefault(check["check"], []).append(check)
+        for name, checks in by_name.items():
             entry = summary.setdefault(
-                check["check"], {"passed": 0, "failed": 0, "texts": []})
-            if check["passed"]:
-                entry["passed"] += 1
-            else:
-                entry["failed"] += 1
-                entry["texts"].append(check["text"])
+                name, {"passed": 0, "failed": 0, "texts": []})
+            failed = [check["text"] for check in checks
+                      if not check["passed"]]
+            entry["failed" if failed else "passed"] += 1
+            entry["texts"] += failed
     ordered = {name: summary[name] for name in CHECKS if name in summary}
     return {"passed": all(entry["failed"] == 0
                           for entry in ordered.values()),
