@@ -11,10 +11,12 @@ import importlib
 from keras_caps.evaluation import corruptions
 
 _LAZY_MODULES = ("robustness", "comparison", "predictions",
-                 "batchnorm_adaptation")
+                 "batchnorm_adaptation", "attacks")
 _LAZY_FUNCTIONS = {"evaluate_robustness": "robustness",
                    "compare": "comparison",
-                   "read_predictions": "predictions"}
+                   "read_predictions": "predictions",
+                   "adversarial_images": "attacks",
+                   "attack_accuracy": "attacks"}
 
 
 def __getattr__(name):
