@@ -309,6 +309,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     # Every model trains with `train`: a backend it refuses is refused
     # before any data is read or the folder is claimed.
     check_backend("`keras-caps compare` (`keras_caps.evaluation.compare`)")
+    # Checked before a user's dataset is read.
+    attack_settings = _attack_settings(attacks, is_user_dataset(dataset))
     preset, user_data = _user_data(routers, dataset, corruptions, preset,
                                    read_options, data_dir, download)
     settings = _check_settings(
@@ -318,7 +320,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     reference = _check_reference(reference, settings["routers"])
     settings.update(normalization_settings(
         adapt_batchnorm, stem_normalization, user_data is not None))
-    settings.update(_attack_settings(attacks, user_data is not None))
+    settings.update(attack_settings)
     settings["data"] = (data_record(dataset, data_dir)
                         if user_data is None else user_data)
     # Refuses, before anything is written, a setting a model lacks (the

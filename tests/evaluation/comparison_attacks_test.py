@@ -42,7 +42,8 @@ class CompareAttacksTest(TestCase):
         output_dir = os.path.join(self.get_temp_dir(), "compare")
         kwargs = dict(output_dir=output_dir, seeds=[0], epochs=1,
                       steps_per_epoch=1, batch_size=16, data_dir=data_dir,
-                      evaluation_seed=_SEED, isolation="session")
+                      evaluation_seed=_SEED, isolation="session",
+                      reconstruction=False)
         comparison.compare(["uniform", "cnn"], "mnist", **kwargs)
         model_path = os.path.join(_folder(output_dir, "cnn"), "model.keras")
         trained = os.path.getmtime(model_path)
