@@ -612,11 +612,11 @@ def _claim_output_dir(output_dir, settings):
         current = json.loads(json.dumps(settings))
         # `adapt_batchnorm` and the attacks change evaluations only:
         # they may differ (the models are evaluated again).
-        previous = {key: value for key, value in
-                    with_normalization_defaults(previous).items()
-                    if key != "attacks"}
+        recipe = {key: value for key, value in
+                  with_normalization_defaults(previous).items()
+                  if key != "attacks"}
         _check_same_comparison(output_dir, {
-            **previous, "adapt_batchnorm": current["adapt_batchnorm"],
+            **recipe, "adapt_batchnorm": current["adapt_batchnorm"],
             **{key: current[key] for key in ("attacks",)
                if key in current}}, current)
         if previous != current:
