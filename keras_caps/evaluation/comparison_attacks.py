@@ -151,8 +151,11 @@ def _transfer_seed(settings, expected, source, folders, options):
     from keras_caps.evaluation import robustness
 
     data_dir, download = options
+    # The test images of the models' evaluations (their seed places the
+    # mnist_canvas digits).
     images, labels = robustness.load_test_arrays(
-        settings["dataset"], data_dir=data_dir, download=download)
+        settings["dataset"], data_dir=data_dir,
+        seed=settings["evaluation_seed"], download=download)
     cnn = robustness.classifier(keras.saving.load_model(
         os.path.join(source, "model.keras")))
     attacked = {epsilon: attack_evaluation.adversarial_set(

@@ -48,7 +48,9 @@ class CompareAttacksTest(TestCase):
         model_path = os.path.join(_folder(output_dir, "cnn"), "model.keras")
         trained = os.path.getmtime(model_path)
 
-        # Attacks on the finished comparison: evaluated, not retrained.
+        # Attacks on the finished comparison (and BatchNorm statistics
+        # adapted to each attacked set): evaluated, not retrained.
+        kwargs["adapt_batchnorm"] = True
         results = comparison.compare(["uniform", "cnn"], "mnist",
                                      attacks=_ATTACKS, **kwargs)
         self.assertFalse(any(run["trained_now"] for run in results["models"]))
@@ -80,6 +82,8 @@ class CompareAttacksTest(TestCase):
         self.assertEqual(rows["cnn"]["pgd:0.1_mean"],
                          rows["cnn"]["transfer_pgd:0.1_mean"])
 
+        adapted = results["routers"]["uniform"]["adapted_accuracy"]
+        self.assertEqual(sorted(adapted), sorted(["clean", *keys]))
         # The per-image tests cover the attack columns (predictions.npz).
         tests = results["statistics"]["models"]["cnn"]
         for key in keys:
