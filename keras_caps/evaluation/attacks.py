@@ -213,7 +213,8 @@ def attack_gradients(predictor, images, labels, *, loss="margin",
     images = np.asarray(images, "float32")
     onehot = _onehot(np.asarray(labels).astype("int64"),
                      attack["num_classes"])
-    losses, gradients = attack["gradient"](images, onehot)
+    losses, gradients = attack["gradient"](ops.convert_to_tensor(images),
+                                           ops.convert_to_tensor(onehot))
     return (np.asarray(_to_numpy(losses), "float32"),
             np.asarray(_to_numpy(gradients), "float32"))
 
@@ -466,10 +467,22 @@ def _vote_scores_function(predictor):
     """
     router = _vote_router(predictor)
     children_model = keras.Model(predictor.inputs[0], router.input)
-    probe = np.zeros((1, *predictor.inputs[0].shape[1:]), "float32")
-    votes = router.routing_trace(children_model(probe, training=False))[
-        "votes"]
     num_classes = int(predictor.outputs[0].shape[-1])
+    variant = _squash_variant(router)
+
+    def scores(x):
+        children = children_model(x, training=False)
+        votes = router.routing_trace(children)["votes"]  # (b, i, j, z)
+        # Checked while tracing (an eager probe is slow on JAX).
+        _check_votes(votes, num_classes, router, predictor)
+        mean = ops.mean(capsule_ops.at_least_float32(votes), axis=1)
+        classes = capsule_ops.squash(mean, variant=variant)  # (b, j, z)
+        return capsule_ops.capsule_length(classes)  # (b, j)
+
+    return scores
+
+
+def _check_votes(votes, num_classes, router, predictor):
     if votes is None or len(votes.shape) != 4 or (
             votes.shape[2] != num_classes):
         raise ValueError(
@@ -480,16 +493,6 @@ def _vote_scores_function(predictor):
             f"{predictor.name!r} does not (its votes: "
             f"{None if votes is None else tuple(votes.shape)}). Use "
             "target='output'. Received: target='votes'")
-    variant = _squash_variant(router)
-
-    def scores(x):
-        children = children_model(x, training=False)
-        votes = router.routing_trace(children)["votes"]  # (b, i, j, z)
-        mean = ops.mean(capsule_ops.at_least_float32(votes), axis=1)
-        classes = capsule_ops.squash(mean, variant=variant)  # (b, j, z)
-        return capsule_ops.capsule_length(classes)  # (b, j)
-
-    return scores
 
 
 def _objective(predictor, loss, target):
@@ -559,7 +562,7 @@ def _compile(function, variables):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(function)
+        return tf.function(function, autograph=False)
     if backend == "jax":
         import jax
 
