@@ -36,7 +36,7 @@ table is written once every model is finished (see
 
 It resumes: a model whose run has finished (`metrics.json` written) is not
 trained again, and its evaluation is reused when it was made with the same
-corruptions, seed and data (an unreadable `robustness.json` is computed
+corruptions, attacks, seed and data (an unreadable `robustness.json` is computed
 again, and so is one without a readable `predictions.npz`, as an earlier
 keras_caps wrote them); a run killed halfway resumes from its backup (see
 `keras_caps.training.train`). A `compare.json` written before the data
@@ -617,8 +617,8 @@ def _claim_output_dir(output_dir, settings):
                   if key != "attacks"}
         _check_same_comparison(output_dir, {
             **recipe, "adapt_batchnorm": current["adapt_batchnorm"],
-            **{key: current[key] for key in ("attacks",)
-               if key in current}}, current)
+            **({"attacks": current["attacks"]} if "attacks" in current
+               else {})}, current)
         if previous != current:
             write_json_atomically(path, settings)
         return
