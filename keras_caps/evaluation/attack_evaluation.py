@@ -17,9 +17,10 @@ images and classify the results. Settings (`check_attacks`):
   margin);
 - `"vote"`: also the vote attack (Gu, Wu & Tresp, ICLR 2021, section 3)
   at the PGD epsilons: PGD on the votes averaged over the child capsules,
-  bypassing routing. A model without a router (the CNNs) has no votes:
-  its vote attack is its output attack (the same PGD, recorded with
-  `"vote_target": "output"`);
+  bypassing routing. A model without such votes (the CNNs, which have no
+  router; `InvertedAttentionRouting` and `VectorRouting`, whose routing
+  makes no per-child votes) gets its output attack instead (the same PGD,
+  recorded with `"vote_target": "output"`);
 - `"large_epsilon"`: the large epsilon of the gradient-masking check
   `"near_zero"` (`keras_caps.evaluation.attack_checks`), run as one more
   PGD epsilon (default 0.5: every image can then be made uniformly
@@ -35,6 +36,7 @@ Results are keyed as the corruptions' (`robustness.column_key`):
 
 import os
 
+import keras
 import numpy as np
 
 from keras_caps.evaluation import attack_checks
@@ -170,8 +172,17 @@ def attack_columns(attacks, transfer=False):
 
 
 def has_votes(predictor):
-    """Whether `predictor` has a router whose votes the vote attack
-    averages (a capsule model; the CNNs have none)."""
+    """Whether `predictor` has a router with one vote per child capsule
+    and class, which the vote attack averages: not the CNNs (no router),
+    nor the routers whose `routing_trace` has no such votes
+    (`InvertedAttentionRouting`, `VectorRouting`).
+
+    Example:
+
+    >>> from keras_caps.applications import CNNBaseline
+    >>> has_votes(CNNBaseline("mnist"))
+    False
+    """
     from keras_caps import model_roles as roles
     from keras_caps.layers.router import Router
 
@@ -179,7 +190,15 @@ def has_votes(predictor):
         router = roles.router_layer(predictor)
     except ValueError:
         return False
-    return isinstance(router, Router)
+    if not isinstance(router, Router):
+        return False
+    # One zero image through the layers below the router, then its trace.
+    children = keras.Model(predictor.inputs[0], router.input)
+    probe = np.zeros((1, *predictor.inputs[0].shape[1:]), "float32")
+    votes = router.routing_trace(children(probe, training=False))["votes"]
+    num_classes = int(predictor.outputs[0].shape[-1])
+    return (votes is not None and len(votes.shape) == 4
+            and votes.shape[2] == num_classes)
 
 
 def attack_seed(attacks, kind, epsilon, seed):
@@ -199,8 +218,9 @@ def adversarial_set(predictor, images, labels, attacks, kind, epsilon,
         predictor: The classifier (`robustness.classifier(model)`).
         images, labels: The clean test images (0-255) and classes.
         attacks: dict. `check_attacks`' settings.
-        kind: `"fgsm"`, `"pgd"`, `"vote_pgd"` or `"transfer_pgd"` (PGD on
-            `predictor`, the source model of the transfer).
+        kind: `"fgsm"`, `"pgd"`, `"vote_pgd"` (for a model with votes,
+            `has_votes`) or `"transfer_pgd"` (PGD on `predictor`, the
+            source model of the transfer).
         epsilon: float. The budget, a fraction of 255 (L-inf).
         seed: int. The evaluation's seed.
         batch_size: int. Images attacked at once.
@@ -219,8 +239,7 @@ def adversarial_set(predictor, images, labels, attacks, kind, epsilon,
     from keras_caps.evaluation import attacks as attacks_lib
 
     method = "fgsm" if kind == "fgsm" else "pgd"
-    target = ("votes" if kind == "vote_pgd" and has_votes(predictor)
-              else "output")
+    target = "votes" if kind == "vote_pgd" else "output"
     return attacks_lib.adversarial_images(
         predictor, images, labels, epsilon=epsilon, method=method,
         norm="linf", steps=attacks["pgd_steps"],
@@ -253,8 +272,10 @@ def attacked_sets(predictor, images, labels, attacks, seed,
 def attack_record(predictor, attacks, record):
     """The `"attacks"` and `"masking_checks"` entries of an evaluation
     record holding the attack accuracies (`record["fgsm"]`, ...)."""
-    return {"attacks": {**attacks, "vote_target": "votes"
-                        if has_votes(predictor) else "output"},
+    target = None  # No vote attack asked for.
+    if attacks["vote"]:
+        target = "votes" if has_votes(predictor) else "output"
+    return {"attacks": {**attacks, "vote_target": target},
             "masking_checks": attack_checks.masking_checks(
                 record, large_epsilon=attacks["large_epsilon"])}
 

@@ -258,6 +258,7 @@ def vote_note(settings, runs):
                           "vote_target") == "output"})
     if not without:
         return []
-    return ["", "Vote PGD: models without votes (no router: "
-            f"{', '.join(without)}) get their PGD result, the output "
+    return ["", "Vote PGD: models without one vote per child capsule "
+            f"and class ({', '.join(without)}: no router, or a routing "
+            "that makes no such votes) get their PGD result, the output "
             "attack being the only one they have."]

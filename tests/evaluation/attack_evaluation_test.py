@@ -88,7 +88,7 @@ class AttackEvaluationTest(TestCase):
         self.assertEqual(sorted(saved), [
             "clean", "fgsm:0.0", "fgsm:0.1", "fgsm:0.5", "labels",
             "pgd:0.5", "pgd:1.0"])
-        self.assertEqual(record["attacks"]["vote_target"], "output")
+        self.assertIsNone(record["attacks"]["vote_target"])  # not asked
         self.assertEqual(record["masking_checks"],
                          attack_checks.masking_checks(record))
         # FGSM turns the bars around between 0.1 and 0.5.
@@ -103,6 +103,11 @@ class AttackEvaluationTest(TestCase):
             attacks={"pgd": [0.3], "pgd_steps": 1, "vote": True,
                      "large_epsilon": None})
         self.assertEqual(record["attacks"]["vote_target"], "votes")
+        # Vector routing makes no per-child votes, a CNN has no router.
+        self.assertTrue(attack_evaluation.has_votes(model))
+        self.assertFalse(attack_evaluation.has_votes(CapsuleClassifier(
+            "mnist", router="vector", reconstruction=False)))
+        self.assertFalse(attack_evaluation.has_votes(CNNBaseline("mnist")))
         # Independently: the attacks' own function with the seed the
         # evaluation documents (seed + 6000 + the epsilon's position).
         predictor = robustness.classifier(model)

@@ -16,7 +16,7 @@ from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 
-_ATTACKS = {"fgsm": [0.1], "pgd": [0.1], "pgd_steps": 1}
+_ATTACKS = {"fgsm": [0.1], "pgd": [0.1], "pgd_steps": 1, "vote": True}
 _SEED = 7  # The evaluation seed; PGD's random starts: 7 + 6000.
 
 
@@ -55,7 +55,8 @@ class CompareAttacksTest(TestCase):
                                      attacks=_ATTACKS, **kwargs)
         self.assertFalse(any(run["trained_now"] for run in results["models"]))
         self.assertEqual(os.path.getmtime(model_path), trained)
-        keys = ["fgsm:0.1", "pgd:0.1", "pgd:0.5", "transfer_pgd:0.1"]
+        keys = ["fgsm:0.1", "pgd:0.1", "pgd:0.5", "vote_pgd:0.1",
+                "transfer_pgd:0.1"]
         self.assertEqual([key for key, _ in comparison.columns(
             results["settings"])][1:], keys)
 
@@ -78,9 +79,12 @@ class CompareAttacksTest(TestCase):
                              expected[router])
         self.assertEqual(float(rows["uniform"]["pgd:0.1_mean"]),
                          _accuracy(uniform, white_box, labels))
-        # The CNN's transfer attack is its own white-box PGD.
+        # The CNN's transfer attack is its own white-box PGD, and so is
+        # its vote attack (no votes), which the table says.
         self.assertEqual(rows["cnn"]["pgd:0.1_mean"],
                          rows["cnn"]["transfer_pgd:0.1_mean"])
+        self.assertEqual(rows["cnn"]["pgd:0.1_mean"],
+                         rows["cnn"]["vote_pgd:0.1_mean"])
 
         adapted = results["routers"]["uniform"]["adapted_accuracy"]
         self.assertEqual(sorted(adapted), sorted(["clean", *keys]))
@@ -102,6 +106,8 @@ class CompareAttacksTest(TestCase):
         self.assertIn("| model | non-increasing in ε | near 0 at large ε "
                       "| PGD ≤ FGSM | transfer ≥ white-box |", table)
         self.assertIn("transfer PGD ε 0.1", table)
+        self.assertIn("Vote PGD: models without one vote per child capsule "
+                      "and class (cnn: no router", table)
         self.assertEqual(rows["uniform"]["masking_checks"],
                          "pass" if row["masking_checks"]["passed"]
                          else "fail")
