@@ -3,7 +3,8 @@
 `corruptions` (NumPy only: noise, pixel corruption, occlusion and the
 generated affine test set) is imported here; `robustness` (a saved model
 on clean and corrupted test data) and `comparison` (`keras-caps compare`)
-need TensorFlow and are imported on first use.
+need TensorFlow and are imported on first use, as is `attacks` (FGSM,
+PGD and the vote attack, on any Keras backend).
 """
 
 import importlib

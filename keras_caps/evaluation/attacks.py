@@ -10,7 +10,7 @@ gradient the attacks follow.
 - **FGSM** (Goodfellow, Shlens & Szegedy, ICLR 2015, §4, the "fast
   gradient sign method"): one step `x' = clip(x + eps sign(grad_x L))`
   (L-inf), or `x' = clip(x + eps grad_x L / ||grad_x L||_2)` (L2).
-- **PGD** (Madry et al., ICLR 2018, §2.1, Eq. 2 and §C): from a random
+- **PGD** (Madry et al., ICLR 2018, §2.1): from a random
   start in the eps-ball, `steps` steps `x <- Proj(x + alpha sign(grad))`
   (L2: the gradient divided by its L2 norm), projected back onto the ball
   around the clean image after every step (L-inf: clip each pixel to
@@ -22,8 +22,8 @@ gradient the attacks follow.
   Sabour, Frosst & Hinton (2017, Eq. 4: `m+ = 0.9, m- = 0.1, lambda =
   0.5`) on the scores; `"cross_entropy"`, softmax cross-entropy with the
   scores as logits; `"score_margin"`, `max_{j != t} s_j - s_t`, the
-  class-score margin of Carlini & Wagner (IEEE S&P 2017, §V.A, their
-  f_6 with kappa = 0, on the scores instead of the logits).
+  class-score margin of Carlini & Wagner (IEEE S&P 2017, §V.A: their
+  f_6 with kappa = 0, untargeted, on the scores instead of the logits).
 - **Vote attack** (`target="votes"`; Gu, Wu & Tresp, ICLR 2021, §3): the
   loss is computed on class capsules made by averaging each class's
   votes over the child capsules and squashing the mean, `v_j =
@@ -49,12 +49,14 @@ per restart drawn over all images, so the result does not depend on
 `batch_size`.
 """
 
+import itertools
 import weakref
 
 import keras
 import numpy as np
 from keras import ops
 
+from keras_caps import layers
 from keras_caps import model_roles as roles
 from keras_caps.layers.router import Router
 from keras_caps.ops import capsule_ops
@@ -64,8 +66,8 @@ NORMS = ("linf", "l2")
 LOSSES = ("margin", "cross_entropy", "score_margin")
 TARGETS = ("output", "votes")
 PIXEL_RANGE = 255.0
-# Madry et al. (2018, §C): step size 2.5 eps / steps, so that the steps
-# can cross the ball and back.
+# The step-size rule commonly used with Madry et al.'s PGD: the steps
+# together cover 2.5 times the radius, so they can cross the ball and back.
 STEP_SIZE_FACTOR = 2.5
 # The margin loss's constants (Sabour, Frosst & Hinton 2017, Eq. 4).
 _POSITIVE_MARGIN, _NEGATIVE_MARGIN, _NEGATIVE_WEIGHT = 0.9, 0.1, 0.5
@@ -101,12 +103,13 @@ def adversarial_images(predictor, images, labels, *, epsilon, method="pgd",
         steps: int >= 1. PGD steps. Defaults to `10`.
         step_size: float > 0 or `None`. The PGD step as a fraction of the
             pixel range (same units as `epsilon`); `None` for
-            `2.5 * epsilon / steps` (Madry et al. 2018). Defaults to `None`.
+            `2.5 * epsilon / steps`. Defaults to `None`.
         random_start: bool. Start PGD at a uniform random point of the
             epsilon-ball. Defaults to `True`.
-        restarts: int >= 1. PGD runs per image; each image keeps the first
-            run that fools `predictor`, else the one with the highest
-            loss. Defaults to `1`.
+        restarts: int >= 1. PGD runs per image, from as many random
+            starts; each image keeps the first run that fools
+            `predictor`, else the one with the highest loss (one run
+            without `random_start`). Defaults to `1`.
         loss: `"margin"`, `"cross_entropy"` or `"score_margin"`. Defaults
             to `"margin"`.
         seed: int. Seeds the random starts. Defaults to `0`.
@@ -143,9 +146,11 @@ def adversarial_images(predictor, images, labels, *, epsilon, method="pgd",
         return _run(attack, images, labels, settings, radius=radius,
                     alpha=radius, steps=1, starts=[None])
     alpha = _radius(settings["step_size"], settings["norm"], images.shape)
-    starts = [_random_start(images.shape, radius, settings, restart)
-              if settings["random_start"] else None
-              for restart in range(settings["restarts"])]
+    # Drawn one restart at a time: memory for one start, not `restarts`.
+    # Without random starts every restart would be the same run.
+    starts = ((_random_start(images.shape, radius, settings, restart)
+               for restart in range(settings["restarts"]))
+              if settings["random_start"] else [None])
     return _run(attack, images, labels, settings, radius=radius,
                 alpha=alpha, steps=settings["steps"], starts=starts)
 
@@ -440,17 +445,38 @@ def _vote_router(predictor):
             "whose class capsules come from a router with votes; "
             f"{predictor.name!r} has no router (a CNN?). Use "
             "target='output'. Received: target='votes'")
-    return router
+    variant = _squash_variant(router)
+    if variant is None:
+        raise ValueError(
+            "Received an invalid value for `target`: target='votes' "
+            "replaces the class capsules squash(sum_i c_ij u_hat_j|i) by "
+            "the squashed mean vote, so it needs a router whose class "
+            "capsules are squashed sums of weighted votes (DynamicRouting "
+            "and its `uniform` and `hybrid` forms, FCCaps, AttentionRouting "
+            f"with value_form='votes'); the router {type(router).__name__} "
+            f"({router.name!r}) of {predictor.name!r} is not one (its "
+            "class scores are activations, or its votes are not one "
+            "vector per child and class). Use target='output'. Received: "
+            "target='votes'")
+    return router, variant
 
 
 def _squash_variant(router):
-    """The squash the router applies to its weighted votes."""
-    variant = getattr(router, "squash", None)
-    if isinstance(variant, str) and variant in capsule_ops.SQUASH_VARIANTS:
-        return variant  # AttentionRouting
-    if type(router).__name__ == "FCCaps":
+    """The squash the router applies to its weighted votes, or `None`.
+
+    `None` for routers whose class capsules are not squashed sums of
+    weighted votes: EM routing and self-routing (the lengths are
+    activations computed apart from the votes), vector and inverted
+    attention routing (no vote per child and class).
+    """
+    if isinstance(router, layers.DynamicRouting):  # uniform, hybrid too
+        return "sabour"
+    if isinstance(router, layers.FCCaps):
         return "efficient"
-    return "sabour"
+    if (isinstance(router, layers.AttentionRouting)
+            and router.value_form == "votes"):
+        return router.squash
+    return None
 
 
 def _vote_scores_function(predictor):
@@ -461,20 +487,21 @@ def _vote_scores_function(predictor):
     capsules, sharing the layers and weights of `predictor`), then the
     router's votes `u_hat_j|i` from `Router.routing_trace` `(batch,
     children, classes, dim)`, averaged over the children, squashed with
-    the router's own squash (Sabour's for routers that scale their
-    outputs to an activation instead, EM and self-routing) and measured.
-    Routing runs but its couplings do not reach the scores.
+    the router's own squash (Sabour's for `DynamicRouting`, the efficient
+    one for `FCCaps`, the layer's `squash` for `AttentionRouting`) and
+    measured. Routing runs but its couplings (and `DynamicRouting`'s
+    optional bias) do not reach the scores.
     """
-    router = _vote_router(predictor)
+    router, variant = _vote_router(predictor)
     children_model = keras.Model(predictor.inputs[0], router.input)
     num_classes = int(predictor.outputs[0].shape[-1])
-    variant = _squash_variant(router)
+    model_name = predictor.name
 
     def scores(x):
         children = children_model(x, training=False)
         votes = router.routing_trace(children)["votes"]  # (b, i, j, z)
         # Checked while tracing (an eager probe is slow on JAX).
-        _check_votes(votes, num_classes, router, predictor)
+        _check_votes(votes, num_classes, router, model_name)
         mean = ops.mean(capsule_ops.at_least_float32(votes), axis=1)
         classes = capsule_ops.squash(mean, variant=variant)  # (b, j, z)
         return capsule_ops.capsule_length(classes)  # (b, j)
@@ -482,7 +509,7 @@ def _vote_scores_function(predictor):
     return scores
 
 
-def _check_votes(votes, num_classes, router, predictor):
+def _check_votes(votes, num_classes, router, model_name):
     if votes is None or len(votes.shape) != 4 or (
             votes.shape[2] != num_classes):
         raise ValueError(
@@ -490,9 +517,24 @@ def _check_votes(votes, num_classes, router, predictor):
             "the router to expose one vote per child capsule and class "
             f"(batch, children, {num_classes}, dim); the router "
             f"{type(router).__name__} ({router.name!r}) of "
-            f"{predictor.name!r} does not (its votes: "
+            f"{model_name!r} does not (its votes: "
             f"{None if votes is None else tuple(votes.shape)}). Use "
             "target='output'. Received: target='votes'")
+
+
+def _output_scores_function(predictor):
+    """`x -> predictor(x)`, holding `predictor` by a weak reference.
+
+    The traced functions are cached per predictor in a
+    `WeakKeyDictionary`: a strong reference from them would keep every
+    attacked model alive.
+    """
+    reference = weakref.ref(predictor)
+
+    def scores(x):
+        return reference()(x, training=False)
+
+    return scores
 
 
 def _objective(predictor, loss, target):
@@ -500,8 +542,7 @@ def _objective(predictor, loss, target):
     if target == "votes":
         scores = _vote_scores_function(predictor)
     else:
-        def scores(x):
-            return predictor(x, training=False)
+        scores = _output_scores_function(predictor)
 
     def objective(x, onehot):
         return _attack_loss(scores(x), onehot, loss)
@@ -597,8 +638,10 @@ def _attack_functions(predictor, settings):
         _, grads = gradient(x, onehot)
         return _project(_ascent(x, grads, alpha, norm), clean, radius, norm)
 
+    output_scores = _output_scores_function(predictor)
+
     def evaluate(x, onehot):
-        return objective(x, onehot), predictor(x, training=False)
+        return objective(x, onehot), output_scores(x)
 
     variables = list(predictor.variables)
     functions = {
@@ -628,11 +671,18 @@ def _attack_batch(attack, clean, start, onehot, radius, alpha, steps):
 
 
 def _run(attack, images, labels, settings, *, radius, alpha, steps, starts):
-    """Every batch, every restart; the best restart per image."""
+    """Every batch, every restart; the best restart per image.
+
+    `starts`: an iterable of random starts (the shape of `images`), or of
+    one `None` (no random start).
+    """
     onehot = _onehot(labels, attack["num_classes"])
     batch_size = settings["batch_size"]
     best = best_fooled = best_losses = None
-    for start in starts:
+    starts = iter(starts)
+    first = next(starts)
+    keep_best = first is not None and settings["restarts"] > 1
+    for start in itertools.chain([first], starts):
         result = np.empty_like(images)
         fooled = np.zeros(len(images), bool)
         losses = np.zeros(len(images), "float32")
@@ -643,7 +693,7 @@ def _run(attack, images, labels, settings, *, radius, alpha, steps, starts):
                 None if start is None else start[batch], onehot[batch],
                 radius, alpha, steps)
             result[batch] = _to_numpy(x)
-            if len(starts) > 1:
+            if keep_best:
                 batch_losses, scores = attack["evaluate"](x, batch_onehot)
                 losses[batch] = _to_numpy(batch_losses)
                 fooled[batch] = np.argmax(

@@ -63,6 +63,19 @@ def capsule_model(router_name, seed=0):
     return model, weights
 
 
+def em_routing_model():
+    """The capsule model's stem into vector-kind `EMRouting`, whose class
+    scores are EM activations."""
+    images = keras.Input((4, 4, 1), name=roles.IMAGE)
+    x = keras.layers.Flatten()(images)
+    x = keras.layers.Reshape((CHILDREN, CHILD_DIM))(
+        keras.layers.Dense(CHILDREN * CHILD_DIM)(x))
+    x = layers.EMRouting(NUM_CLASSES, CLASS_DIM, input_kind="vector",
+                         output_kind="vector",
+                         name=roles.CLASS_CAPSULES)(layers.Squash()(x))
+    return keras.Model(images, layers.Length(name=roles.LENGTH)(x))
+
+
 def vector_routing_model():
     """The capsule model's stem into `VectorRouting`, which has no votes
     per child and class to average."""

@@ -1,7 +1,9 @@
 import functools
+import gc
 import os
 import subprocess
 import sys
+import weakref
 
 import keras
 import numpy as np
@@ -232,6 +234,25 @@ class DeterminismTest(TestCase):
         self.assertGreater(np.abs(runs[0] - runs[1]).max(), 1.0)
 
 
+class CacheTest(TestCase):
+    def test_traced_steps_are_reused_and_do_not_keep_the_model(self):
+        model, _, _ = models.linear_model(np.random.default_rng(2))
+        attacks.adversarial_images(model, IMAGES, LABELS, epsilon=0.1,
+                                   steps=2)
+        functions = attacks._CACHE[model][
+            ("linf", "margin", "output", keras.backend.backend())]
+        attacks.adversarial_images(model, IMAGES, LABELS, epsilon=0.2,
+                                   steps=4)
+        self.assertEqual(len(attacks._CACHE[model]), 1)
+        self.assertIs(attacks._CACHE[model][
+            ("linf", "margin", "output", keras.backend.backend())],
+            functions)
+        reference = weakref.ref(model)
+        del model, functions
+        gc.collect()
+        self.assertIsNone(reference())
+
+
 @pytest.mark.single_backend
 class BadInputTest(TestCase):
     def _refuses(self, error, pattern, model=None, **arguments):
@@ -287,8 +308,11 @@ class BadInputTest(TestCase):
     def test_vote_attack_needs_a_router_with_votes(self):
         self._refuses(ValueError, "target='votes'.*no router.*a CNN",
                       target="votes")
-        self._refuses(ValueError, "target='votes'.*VectorRouting",
-                      model=models.vector_routing_model(), target="votes")
+        for model, name in ((models.vector_routing_model(), "VectorRouting"),
+                            (models.em_routing_model(), "EMRouting")):
+            self._refuses(ValueError,
+                          f"target='votes'.*squashed sums.*{name}",
+                          model=model, target="votes")
 
 
 _CROSS_BACKEND_SCRIPT = """
