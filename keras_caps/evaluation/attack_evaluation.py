@@ -17,10 +17,10 @@ images and classify the results. Settings (`check_attacks`):
   margin);
 - `"vote"`: also the vote attack (Gu, Wu & Tresp, ICLR 2021, section 3)
   at the PGD epsilons: PGD on the votes averaged over the child capsules,
-  bypassing routing. A model without such votes (the CNNs, which have no
-  router; `InvertedAttentionRouting` and `VectorRouting`, whose routing
-  makes no per-child votes) gets its output attack instead (the same PGD,
-  recorded with `"vote_target": "output"`);
+  bypassing routing. A model the vote attack does not apply to
+  (`has_votes`: the CNNs, EM, self-, vector and inverted attention
+  routing) gets its output attack instead (the same PGD, recorded with
+  `"vote_target": "output"`);
 - `"large_epsilon"`: the large epsilon of the gradient-masking check
   `"near_zero"` (`keras_caps.evaluation.attack_checks`), run as one more
   PGD epsilon (default 0.5: every image can then be made uniformly
@@ -36,7 +36,6 @@ Results are keyed as the corruptions' (`robustness.column_key`):
 
 import os
 
-import keras
 import numpy as np
 
 from keras_caps.evaluation import attack_checks
@@ -172,10 +171,14 @@ def attack_columns(attacks, transfer=False):
 
 
 def has_votes(predictor):
-    """Whether `predictor` has a router with one vote per child capsule
-    and class, which the vote attack averages: not the CNNs (no router),
-    nor the routers whose `routing_trace` has no such votes
-    (`InvertedAttentionRouting`, `VectorRouting`).
+    """Whether the vote attack applies to `predictor`: its class capsules
+    are squashed sums of one vote per child capsule and class
+    (`DynamicRouting` and its uniform and hybrid forms, `FCCaps`,
+    `AttentionRouting` with vote values). Not the CNNs (no router), nor
+    EM and self-routing (their lengths are activations), vector or
+    inverted attention routing (no such votes): `keras_caps.evaluation.
+    attacks` refuses those, and this asks it, with the gradient of one
+    blank image.
 
     Example:
 
@@ -183,22 +186,17 @@ def has_votes(predictor):
     >>> has_votes(CNNBaseline("mnist"))
     False
     """
-    from keras_caps import model_roles as roles
-    from keras_caps.layers.router import Router
+    from keras_caps.evaluation import attacks as attacks_lib
 
-    try:
-        router = roles.router_layer(predictor)
-    except ValueError:
-        return False
-    if not isinstance(router, Router):
-        return False
-    # One zero image through the layers below the router, then its trace.
-    children = keras.Model(predictor.inputs[0], router.input)
     probe = np.zeros((1, *predictor.inputs[0].shape[1:]), "float32")
-    votes = router.routing_trace(children(probe, training=False))["votes"]
-    num_classes = int(predictor.outputs[0].shape[-1])
-    return (votes is not None and len(votes.shape) == 4
-            and votes.shape[2] == num_classes)
+    try:
+        attacks_lib.attack_gradients(predictor, probe, np.zeros(1, "int64"),
+                                     target="votes")
+    except ValueError as error:
+        if "`target`" not in str(error):
+            raise
+        return False
+    return True
 
 
 def attack_seed(attacks, kind, epsilon, seed):

@@ -258,7 +258,8 @@ def vote_note(settings, runs):
                           "vote_target") == "output"})
     if not without:
         return []
-    return ["", "Vote PGD: models without one vote per child capsule "
-            f"and class ({', '.join(without)}: no router, or a routing "
-            "that makes no such votes) get their PGD result, the output "
-            "attack being the only one they have."]
+    return ["", "Vote PGD: the models whose class capsules are not "
+            "squashed sums of votes, so that the vote attack does not "
+            f"apply ({', '.join(without)}: no router, activations as "
+            "lengths, or no vote per child and class), get their PGD "
+            "result, the output attack being the only one they have."]

@@ -103,10 +103,12 @@ class AttackEvaluationTest(TestCase):
             attacks={"pgd": [0.3], "pgd_steps": 1, "vote": True,
                      "large_epsilon": None})
         self.assertEqual(record["attacks"]["vote_target"], "votes")
-        # Vector routing makes no per-child votes, a CNN has no router.
+        # Vector routing makes no per-child votes, EM routing's lengths
+        # are activations, a CNN has no router.
         self.assertTrue(attack_evaluation.has_votes(model))
-        self.assertFalse(attack_evaluation.has_votes(CapsuleClassifier(
-            "mnist", router="vector", reconstruction=False)))
+        for router in ("vector", "em"):
+            self.assertFalse(attack_evaluation.has_votes(CapsuleClassifier(
+                "mnist", router=router, reconstruction=False)), router)
         self.assertFalse(attack_evaluation.has_votes(CNNBaseline("mnist")))
         # Independently: the attacks' own function with the seed the
         # evaluation documents (seed + 6000 + the epsilon's position).

@@ -106,8 +106,8 @@ class CompareAttacksTest(TestCase):
         self.assertIn("| model | non-increasing in ε | near 0 at large ε "
                       "| PGD ≤ FGSM | transfer ≥ white-box |", table)
         self.assertIn("transfer PGD ε 0.1", table)
-        self.assertIn("Vote PGD: models without one vote per child capsule "
-                      "and class (cnn: no router", table)
+        self.assertIn("so that the vote attack does not apply (cnn: no "
+                      "router", table)
         self.assertEqual(rows["uniform"]["masking_checks"],
                          "pass" if row["masking_checks"]["passed"]
                          else "fail")
