@@ -56,13 +56,15 @@ def add_evaluate_command(commands):
     add_corruption_arguments(evaluate)
     add_attack_arguments(evaluate)
     evaluate.add_argument("--adapt-batchnorm", action="store_true",
-                          help="With corruptions: also classify each test "
+                          help="With corruptions or attacks: also classify "
+                          "each test "
                           "set with every BatchNormalization layer's "
                           "statistics re-estimated on that set (test-time "
                           "adaptation, Schneider et al. 2020); the model "
                           "file is not changed.")
     evaluate.add_argument("--predictions-dir", default=None,
-                          help="With corruptions: write the predicted "
+                          help="With corruptions or attacks: write the "
+                          "predicted "
                           "class of every test image (predictions.npz) "
                           "and the confusion matrices (confusion.npz) to "
                           "this folder.")
