@@ -21,9 +21,12 @@ gradient the attacks follow.
 - **Losses** (all maximised): `"margin"`, the capsule margin loss of
   Sabour, Frosst & Hinton (2017, Eq. 4: `m+ = 0.9, m- = 0.1, lambda =
   0.5`) on the scores; `"cross_entropy"`, softmax cross-entropy with the
-  scores as logits; `"score_margin"`, `max_{j != t} s_j - s_t`, the
-  class-score margin of Carlini & Wagner (IEEE S&P 2017, §V.A: their
-  f_6 with kappa = 0, untargeted, on the scores instead of the logits).
+  scores as logits (for a model ending in softmax probabilities, the
+  `"probabilities"` layer of `CNNBaseline`, their logarithms are the
+  logits, so the loss is `-log p_t`); `"score_margin"`,
+  `max_{j != t} s_j - s_t`, the class-score margin of Carlini & Wagner
+  (IEEE S&P 2017, §V.A: their f_6 with kappa = 0, untargeted, on the
+  scores instead of the logits).
 - **Vote attack** (`target="votes"`; Gu, Wu & Tresp, ICLR 2021, §3): the
   loss is computed on class capsules made by averaging each class's
   votes over the child capsules and squashing the mean, `v_j =
@@ -73,7 +76,8 @@ STEP_SIZE_FACTOR = 2.5
 _POSITIVE_MARGIN, _NEGATIVE_MARGIN, _NEGATIVE_WEIGHT = 0.9, 0.1, 0.5
 # Floors of the norms the L2 step and projection divide by.
 _TINY = 1e-12
-# Traced steps per predictor: {predictor: {(norm, loss, target): steps}}.
+# Traced functions per predictor: {predictor: {(norm, loss, target,
+# backend): the attack's functions, "scores": the forward pass}}.
 _CACHE = weakref.WeakKeyDictionary()
 
 
@@ -290,6 +294,13 @@ def _check_data(predictor, images, labels):
             "Received an invalid value for `images`, expected an array "
             "(n, height, width, channels). Received: images with shape "
             f"{images.shape}")
+    if images.size and not (np.all(np.isfinite(images))
+                            and images.min() >= 0
+                            and images.max() <= PIXEL_RANGE):
+        raise ValueError(
+            "Received an invalid value for `images`, expected raw pixels in "
+            f"[0, {PIXEL_RANGE:g}] (the predictor scales them itself). "
+            f"Received: images in [{images.min()}, {images.max()}]")
     if labels.shape != images.shape[:1] or not np.issubdtype(
             labels.dtype, np.integer):
         raise ValueError(
@@ -522,6 +533,15 @@ def _check_votes(votes, num_classes, router, model_name):
             "target='output'. Received: target='votes'")
 
 
+def _gives_probabilities(predictor):
+    """Whether `predictor` ends in the softmax `PROBABILITIES` layer."""
+    try:
+        layer = predictor.get_layer(roles.PROBABILITIES)
+    except ValueError:
+        return False
+    return layer.output is predictor.outputs[0]
+
+
 def _output_scores_function(predictor):
     """`x -> predictor(x)`, holding `predictor` by a weak reference.
 
@@ -543,6 +563,12 @@ def _objective(predictor, loss, target):
         scores = _vote_scores_function(predictor)
     else:
         scores = _output_scores_function(predictor)
+        if loss == "cross_entropy" and _gives_probabilities(predictor):
+            probabilities = scores
+
+            def scores(x):  # log p as logits: the loss is -log p_t
+                return ops.log(ops.maximum(
+                    ops.cast(probabilities(x), "float32"), _TINY))
 
     def objective(x, onehot):
         return _attack_loss(scores(x), onehot, loss)
@@ -564,7 +590,7 @@ def _gradient_function(objective):
                 tape.watch(x)
                 losses = objective(x, onehot)
                 total = tf.reduce_sum(losses)
-            return losses, tape.gradient(total, x)
+            return losses, _checked(tape.gradient(total, x))
     elif backend == "jax":
         import jax
 
@@ -582,12 +608,27 @@ def _gradient_function(objective):
             with torch.enable_grad():
                 leaf = x.detach().clone().requires_grad_(True)
                 losses = objective(leaf, onehot)
-                (grads,) = torch.autograd.grad(ops.sum(losses), leaf)
-            return losses.detach(), grads
+                total = ops.sum(losses)
+                (grads,) = (torch.autograd.grad(total, leaf,
+                                                allow_unused=True)
+                            if total.requires_grad else (None,))
+            return losses.detach(), _checked(grads)
     else:
         raise ValueError(
             "Attacks need gradients, on the tensorflow, jax or torch "
             f"backend. Received: backend={backend!r}")
+    return gradient
+
+
+def _checked(gradient):
+    """`gradient`, or a clear error where the scores do not depend on the
+    pixels differentiably (TensorFlow and PyTorch say so with `None`)."""
+    if gradient is None:
+        raise ValueError(
+            "Received an invalid value for `predictor`: its class scores "
+            "have no gradient with respect to the images (a wrapped "
+            "SavedModel or a stopped gradient?), so no gradient attack "
+            "applies. Attack the `.keras` model instead.")
     return gradient
 
 
@@ -711,13 +752,17 @@ def _run(attack, images, labels, settings, *, radius, alpha, steps, starts):
 
 
 def _predict_classes(predictor, images, batch_size):
-    predicted = []
+    """The predicted class of every image, by a traced forward pass
+    (cached with the attack steps, under the key `"scores"`)."""
+    cached = _CACHE.setdefault(predictor, {})
+    if "scores" not in cached:
+        cached["scores"] = _compile(_output_scores_function(predictor),
+                                    list(predictor.variables))
+    predicted = [np.zeros(0, "int64")]
     for low in range(0, len(images), batch_size):
-        scores = predictor(ops.convert_to_tensor(
-            images[low:low + batch_size]), training=False)
+        scores = cached["scores"](ops.convert_to_tensor(
+            np.asarray(images[low:low + batch_size], "float32")))
         predicted.append(np.argmax(_to_numpy(scores), axis=-1))
-    if not predicted:
-        return np.zeros(0, "int64")
     return np.concatenate(predicted)
 
 

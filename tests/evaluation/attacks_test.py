@@ -77,6 +77,28 @@ class FgsmTest(TestCase):
                 atol=1e-5, rtol=1e-4)
 
 
+    def test_cross_entropy_of_a_softmax_model_is_minus_log_p(self):
+        # The same linear scores through a softmax layer named like
+        # CNNBaseline's: -log p_t has the gradient of the cross-entropy
+        # of the logits.
+        _, kernel, bias = _linear()
+        model = keras.Sequential([
+            keras.Input((4, 4, 1)), keras.layers.Flatten(),
+            keras.layers.Dense(models.NUM_CLASSES, activation="softmax",
+                               name="probabilities")])
+        model.get_layer("probabilities").set_weights([kernel, bias])
+        losses, gradients = attacks.attack_gradients(
+            model, IMAGES, LABELS, loss="cross_entropy")
+        scores = IMAGES.reshape(4, -1) @ kernel + bias
+        log_p = scores - np.log(np.exp(scores).sum(-1, keepdims=True))
+        self.assertAllClose(losses, -log_p[np.arange(4), LABELS],
+                            atol=1e-5, rtol=1e-5)
+        self.assertAllClose(
+            gradients, models.linear_gradient(IMAGES, LABELS, kernel, bias,
+                                              "cross_entropy"),
+            atol=1e-5, rtol=1e-4)
+
+
 class PgdTest(TestCase):
     def test_linf_and_l2_projection_against_numpy(self):
         rng = np.random.default_rng(3)
@@ -234,6 +256,30 @@ class DeterminismTest(TestCase):
         self.assertGreater(np.abs(runs[0] - runs[1]).max(), 1.0)
 
 
+@pytest.mark.single_backend
+def test_random_starts_are_uniform_in_the_ball():
+    settings = {"seed": 0, "norm": "linf"}
+    shape = (4000, 2, 2, 4)  # 16 pixels per image
+    linf = attacks._random_start(shape, np.float32(10.0), settings, 0)
+    assert np.abs(linf).max() <= 10.0
+    # Uniform on [-10, 10]: a quarter of the pixels beyond +-7.5.
+    assert abs(np.mean(np.abs(linf) > 7.5) - 0.25) < 0.01
+    settings["norm"] = "l2"
+    l2 = attacks._random_start(shape, np.float32(10.0), settings, 0)
+    norms = np.sqrt(np.sum(l2.astype("float64") ** 2, axis=(1, 2, 3)))
+    assert norms.max() <= 10.0 * (1 + 1e-6)
+    # Uniform in the 16-dimensional ball: P(norm <= r R) = r^16.
+    for fraction in (0.9, 0.95, 0.99):
+        assert abs(np.mean(norms <= 10.0 * fraction)
+                   - fraction ** 16) < 0.03, fraction
+    # Uniform directions: the mean direction is near 0.
+    directions = l2.reshape(len(l2), -1) / norms[:, None]
+    assert np.abs(directions.mean(0)).max() < 0.05
+    # Another restart draws other starts.
+    other = attacks._random_start(shape, np.float32(10.0), settings, 1)
+    assert np.abs(other - l2).max() > 1.0
+
+
 class CacheTest(TestCase):
     def test_traced_steps_are_reused_and_do_not_keep_the_model(self):
         model, _, _ = models.linear_model(np.random.default_rng(2))
@@ -244,6 +290,10 @@ class CacheTest(TestCase):
         attacks.adversarial_images(model, IMAGES, LABELS, epsilon=0.2,
                                    steps=4)
         self.assertEqual(len(attacks._CACHE[model]), 1)
+        attacks.attack_accuracy(model, IMAGES, LABELS, epsilon=0.1)
+        self.assertEqual(sorted(map(str, attacks._CACHE[model])),
+                         ["('linf', 'margin', 'output', "
+                          f"'{keras.backend.backend()}')", "scores"])
         self.assertIs(attacks._CACHE[model][
             ("linf", "margin", "output", keras.backend.backend())],
             functions)
@@ -284,6 +334,10 @@ class BadInputTest(TestCase):
         with self.assertRaisesRegex(ValueError, r"`images`.*\(n, height"):
             attacks.adversarial_images(model, IMAGES[0], LABELS,
                                        epsilon=0.1)
+        with self.assertRaisesRegex(ValueError,
+                                    r"`images`.*\[0, 255\].*-1"):
+            attacks.adversarial_images(model, IMAGES - 1 - IMAGES.min(),
+                                       LABELS, epsilon=0.1)
         with self.assertRaisesRegex(ValueError, "`labels`.*shape"):
             attacks.adversarial_images(model, IMAGES, LABELS[:2],
                                        epsilon=0.1)
@@ -304,6 +358,16 @@ class BadInputTest(TestCase):
         two_outputs = keras.Model(inputs, [keras.layers.Flatten()(inputs)] * 2)
         self._refuses(ValueError, "`predictor`.*one class-score output",
                       model=two_outputs)
+
+    def test_scores_without_a_gradient(self):
+        if keras.backend.backend() == "jax":
+            pytest.skip("jax.grad gives zeros, not None, through "
+                        "stop_gradient")
+        inputs = keras.Input((4, 4, 1))
+        scores = keras.layers.Dense(3)(keras.layers.Flatten()(
+            keras.layers.Lambda(keras.ops.stop_gradient)(inputs)))
+        self._refuses(ValueError, "`predictor`.*no gradient",
+                      model=keras.Model(inputs, scores))
 
     def test_vote_attack_needs_a_router_with_votes(self):
         self._refuses(ValueError, "target='votes'.*no router.*a CNN",
