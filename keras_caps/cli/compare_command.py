@@ -143,6 +143,8 @@ def run_compare(args):
     print(f"Wrote results.md, results.csv, results.json, "
           f"accuracy_vs_severity.png and learning_curves.png under "
           f"{output_dir}")
+    if attacks:
+        print(f"Wrote accuracy_vs_epsilon.png under {output_dir}")
     return 0
 
 

@@ -25,6 +25,8 @@ evaluates every selected model on the same clean and corrupted test data
   errors;
 - `accuracy_vs_severity.png`: accuracy against each corruption's severity,
   one line per router with a +-std band (needs matplotlib);
+- `accuracy_vs_epsilon.png`: with attacks, accuracy against epsilon,
+  one panel per attack (`keras_caps.evaluation.comparison_attacks`);
 - `learning_curves.png`: every model's holdout accuracy against training
   steps (`keras_caps.evaluation.learning_curves`; its data is under
   `"learning_curves"` in `results.json`).
@@ -413,6 +415,8 @@ def _write_results(results, output_dir):
     plot_path = os.path.join(output_dir, "accuracy_vs_severity.png")
     try:
         plot_accuracy_vs_severity(results, plot_path)
+        comparison_attacks.plot_accuracy_vs_epsilon(
+            results, os.path.join(output_dir, "accuracy_vs_epsilon.png"))
         learning_curves.plot_learning_curves(
             results["learning_curves"],
             os.path.join(output_dir, "learning_curves.png"))

@@ -263,3 +263,82 @@ def vote_note(settings, runs):
             f"apply ({', '.join(without)}: no router, activations as "
             "lengths, or no vote per child and class), get their PGD "
             "result, the output attack being the only one they have."]
+
+
+_PANEL_TITLES = {"fgsm": "FGSM", "pgd": "PGD", "vote_pgd": "vote PGD",
+                 "transfer_pgd": "transfer PGD (made on cnn)"}
+
+
+def epsilon_series(results):
+    """What `plot_accuracy_vs_epsilon` draws: per attack kind, per model,
+    the epsilons (0 first: the clean accuracy), and the mean and std
+    accuracy over seeds at each.
+
+    Returns:
+        dict: kind -> model -> `{"epsilon": [...], "mean": [...], "std":
+        [...]}`; `{}` without attacks.
+
+    Example:
+
+    ```python
+    series = epsilon_series(results)
+    series["pgd"]["dynamic"]["mean"]  # accuracy at 0, then each epsilon
+    ```
+    """
+    from keras_caps.evaluation import comparison
+
+    by_kind = {}
+    for key, _ in comparison.columns(results["settings"]):
+        kind, _, epsilon = key.partition(":")
+        if kind in _PANEL_TITLES:
+            by_kind.setdefault(kind, []).append((float(epsilon), key))
+    series = {}
+    for kind, points in by_kind.items():
+        points = [(0.0, "clean")] + sorted(points)
+        series[kind] = {
+            model: {"epsilon": [epsilon for epsilon, _ in points],
+                    "mean": [row["accuracy"][key]["mean"]
+                             for _, key in points],
+                    "std": [row["accuracy"][key]["std"]
+                            for _, key in points]}
+            for model, row in results["routers"].items()}
+    return series
+
+
+def plot_accuracy_vs_epsilon(results, path, dpi=100):
+    """Accuracy against epsilon, one panel per attack, one line per model
+    (the mean over seeds, a +-std band; epsilon 0 is the clean accuracy).
+
+    Writes nothing and returns `None` without attacks; raises
+    `ImportError` without matplotlib.
+
+    Example:
+
+    ```python
+    plot_accuracy_vs_epsilon(results, "runs/compare/accuracy_vs_epsilon.png")
+    ```
+    """
+    from keras_caps.training.atomic_files import write_atomically
+    from keras_caps.visualization import _figures
+
+    series = epsilon_series(results)
+    if not series:
+        return None
+    figure = _figures.new_figure(4.0 * len(series), 3.2)
+    axes = figure.subplots(1, len(series), squeeze=False)[0]
+    for axis, (kind, models) in zip(axes, series.items(), strict=True):
+        for model, line in models.items():
+            mean, std = np.array(line["mean"]), np.array(line["std"])
+            (drawn,) = axis.plot(line["epsilon"], 100 * mean, marker="o",
+                                 label=model)
+            axis.fill_between(line["epsilon"], 100 * (mean - std),
+                              100 * (mean + std), color=drawn.get_color(),
+                              alpha=0.2)
+        axis.set_xlabel("ε (fraction of the pixel range, L∞)")
+        axis.set_ylabel("test accuracy (%)")
+        axis.set_title(_PANEL_TITLES[kind])
+        axis.grid(alpha=0.3)
+    axes[0].legend(fontsize="small")
+    write_atomically(path, lambda temporary: figure.savefig(temporary,
+                                                            dpi=dpi))
+    return path

@@ -5,6 +5,7 @@ import pytest
 
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
+from keras_caps.evaluation import comparison
 from keras_caps.evaluation import comparison_attacks
 
 
@@ -152,3 +153,42 @@ def test_attack_settings_and_columns():
             ({"pgd": [0.1], "norm": "l2"}, "unknown keys")):
         with pytest.raises(ValueError, match=message):
             attack_evaluation.check_attacks(bad)
+
+
+@pytest.mark.single_backend
+def test_accuracy_against_epsilon_series(tmp_path):
+    def cell(mean, std=0.0):
+        return {"mean": mean, "std": std}
+
+    settings = {"corruptions": {"noise": [0.1], "pixels": [],
+                                "occlusion": [], "affine": False},
+                "routers": ["dynamic", "cnn"],
+                "attacks": attack_evaluation.check_attacks(
+                    {"fgsm": [0.2, 0.1], "pgd": [0.1], "vote": True})}
+    accuracy = {"clean": cell(0.99), "noise:0.1": cell(0.9),
+                "fgsm:0.1": cell(0.5, 0.1), "fgsm:0.2": cell(0.3),
+                "pgd:0.1": cell(0.2), "pgd:0.5": cell(0.0),
+                "vote_pgd:0.1": cell(0.1), "transfer_pgd:0.1": cell(0.6)}
+    results = {"settings": settings,
+               "routers": {"dynamic": {"accuracy": accuracy},
+                           "cnn": {"accuracy": accuracy}}}
+    series = comparison_attacks.epsilon_series(results)
+    # The transfer panel: "cnn" is among the models, PGD is given.
+    assert list(series) == ["fgsm", "pgd", "vote_pgd", "transfer_pgd"]
+    assert series["fgsm"]["dynamic"] == {"epsilon": [0.0, 0.1, 0.2],
+                                         "mean": [0.99, 0.5, 0.3],
+                                         "std": [0.0, 0.1, 0.0]}
+    assert series["pgd"]["cnn"]["epsilon"] == [0.0, 0.1, 0.5]
+    assert series["transfer_pgd"]["cnn"]["mean"] == [0.99, 0.6]
+    path = str(tmp_path / "accuracy_vs_epsilon.png")
+    assert comparison_attacks.plot_accuracy_vs_epsilon(results, path) == path
+    with open(path, "rb") as file:
+        assert file.read(8) == b"\x89PNG\r\n\x1a\n"
+    # Without attacks: no panel, no file.
+    del settings["attacks"]
+    assert comparison_attacks.epsilon_series(results) == {}
+    assert comparison_attacks.plot_accuracy_vs_epsilon(
+        results, str(tmp_path / "none.png")) is None
+    assert not (tmp_path / "none.png").exists()
+    assert [key for key, _ in comparison.columns(settings)] == [
+        "clean", "noise:0.1"]

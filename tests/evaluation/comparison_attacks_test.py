@@ -106,6 +106,8 @@ class CompareAttacksTest(TestCase):
         self.assertIn("| model | non-increasing in ε | near 0 at large ε "
                       "| PGD ≤ FGSM | transfer ≥ white-box |", table)
         self.assertIn("transfer PGD ε 0.1", table)
+        self.assertTrue(os.path.exists(os.path.join(
+            output_dir, "accuracy_vs_epsilon.png")))
         self.assertIn("so that the vote attack does not apply (cnn: no "
                       "router", table)
         self.assertEqual(rows["uniform"]["masking_checks"],
