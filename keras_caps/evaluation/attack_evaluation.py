@@ -254,7 +254,7 @@ def attacked_sets(predictor, images, labels, attacks, seed,
     as its PGD's, whose predictions are to be reused)."""
     if not attacks:
         return
-    votes = has_votes(predictor)
+    votes = attacks["vote"] and has_votes(predictor)
     epsilons = {"fgsm": attacks["fgsm"], "pgd": pgd_epsilons(attacks),
                 "vote_pgd": attacks["pgd"] if attacks["vote"] else []}
     for kind, values in epsilons.items():
