@@ -44,9 +44,11 @@ budget of 2.0 on [0, 1] pixels is `epsilon = 2 / 28`.
 Gradients go through the active Keras backend: TensorFlow (a
 `tf.GradientTape` inside one `tf.function`), JAX (`jax.grad` inside one
 `jax.jit`, the weights passed in through a `keras.StatelessScope`) or
-PyTorch (`torch.autograd`). One attack step is traced once per batch
-shape and called `steps` times, so the memory does not grow with the
-number of steps; the traced step is cached per predictor and settings.
+PyTorch (`torch.autograd`, eagerly). On TensorFlow and JAX one attack
+step is traced once per batch shape and called `steps` times; on every
+backend each step frees the last one's graph, so the memory does not
+grow with the number of steps. The traced step is cached per predictor
+and settings.
 The random starts come from a NumPy generator seeded with `seed`, one
 per restart drawn over all images, so the result does not depend on
 `batch_size`.
