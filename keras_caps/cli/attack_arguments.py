@@ -50,11 +50,13 @@ def add_attack_arguments(parser):
     group.add_argument("--pgd-restarts", type=positive_int, default=1,
                        help="PGD random starts per image, the strongest "
                        "kept (default 1).")
-    group.add_argument("--attack-loss", default="margin", choices=_LOSSES,
-                       help="The loss the attacks raise: the capsule "
-                       "margin loss (default), softmax cross-entropy on "
-                       "the scores, or the class-score margin max_(j!=t) "
-                       "s_j - s_t (Carlini-Wagner).")
+    group.add_argument("--attack-loss", default="score_margin",
+                       choices=_LOSSES,
+                       help="The loss the attacks raise: the class-score "
+                       "margin max_(j!=t) s_j - s_t (Carlini-Wagner; "
+                       "default), the capsule margin loss (flat on "
+                       "images the model is confident about), or softmax "
+                       "cross-entropy on the scores.")
     group.add_argument("--vote-attack", action="store_true",
                        help="Also the vote attack (Gu, Wu & Tresp 2021) "
                        "at the --pgd epsilons: PGD on the votes averaged "
@@ -106,6 +108,6 @@ def attack_flags_given(args):
     if args.fgsm or args.pgd:
         return []
     defaults = {"pgd_steps": 10, "pgd_restarts": 1,
-                "attack_loss": "margin", "masking_epsilon": 0.5}
+                "attack_loss": "score_margin", "masking_epsilon": 0.5}
     return [f"--{name.replace('_', '-')}" for name, default
             in defaults.items() if getattr(args, name) != default]

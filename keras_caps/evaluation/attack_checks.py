@@ -12,23 +12,23 @@ pass / fail with the numbers it compared:
 
 - `"non_increasing"` (per white-box attack: FGSM, PGD, the vote attack):
   accuracy never rises with epsilon, the clean accuracy counting as
-  epsilon 0 (a larger ball holds every image of a smaller one: Carlini et
-  al., section 5.5). Not for the transfer attack, which is not optimised
-  against the model: perturbations made on another model may leave more
-  of its images right than clean ones, and say nothing of its gradients;
+  epsilon 0 (a larger ball holds every image of a smaller one). Not for
+  the transfer attack, which is not optimised against the model:
+  perturbations made on another model may leave more of its images right
+  than clean ones, and say nothing of its gradients;
 - `"near_zero"`: PGD at the large epsilon (`LARGE_EPSILON` = 0.5 of the
   pixel range in L-inf by default, a run of its own: at 0.5 every image
   can be turned into a uniform mid-grey one, so a working attack leaves
   almost nothing right) leaves at most `NEAR_ZERO` = 10 % of the images
-  right (Athalye et al., section 3.1: "unbounded attacks do not reach
-  100 % success" is a sign of masking);
+  right (Athalye et al., section 3.1: an attack that does not succeed
+  even without a bound is a sign of masking);
 - `"pgd_below_fgsm"`: iterative PGD is never weaker than single-step FGSM
-  at the same epsilon (Carlini et al., section 5.3; PGD's first step from
-  a random start is within the ball FGSM's step reaches);
+  at the same epsilon (Athalye et al., section 3.1: a single-step attack
+  doing better than an iterative one is a sign of masking);
 - `"transfer_above_white_box"`: PGD perturbations made on another model
   (the comparison's CNN baseline), a black-box attack, never do better
   than the white-box PGD at the same epsilon (Athalye et al., section
-  3.1; Carlini et al., section 5.4).
+  3.1).
 
 A check without the results it needs (no FGSM, no transfer, ...) is left
 out, not passed. Accuracies are compared as they are, with `tolerance`

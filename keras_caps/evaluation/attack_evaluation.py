@@ -12,9 +12,11 @@ images and classify the results. Settings (`check_attacks`):
 - `"pgd"`: epsilons of PGD (Madry et al., ICLR 2018) with `"pgd_steps"`
   steps of 2.5 epsilon / steps from a random start, the best of
   `"pgd_restarts"` starts;
-- `"loss"`: the attack loss, `"margin"` (the capsule margin loss),
-  `"cross_entropy"` or `"score_margin"` (Carlini & Wagner's class-score
-  margin);
+- `"loss"`: the attack loss, `"score_margin"` (default: Carlini &
+  Wagner's class-score margin, max_{j != t} s_j - s_t, which has a
+  gradient wherever the scores do), `"margin"` (the
+  capsule margin loss, flat, without gradient, on images the model is
+  confident about) or `"cross_entropy"`;
 - `"vote"`: also the vote attack (Gu, Wu & Tresp, ICLR 2021, section 3)
   at the PGD epsilons: PGD on the votes averaged over the child capsules,
   bypassing routing. A model the vote attack does not apply to
@@ -42,7 +44,7 @@ from keras_caps.evaluation import attack_checks
 
 ATTACK_LOSSES = ("margin", "cross_entropy", "score_margin")
 ATTACK_DEFAULTS = {"fgsm": [], "pgd": [], "pgd_steps": 10,
-                   "pgd_restarts": 1, "loss": "margin", "vote": False,
+                   "pgd_restarts": 1, "loss": "score_margin", "vote": False,
                    "large_epsilon": attack_checks.LARGE_EPSILON}
 # Seed offsets (after the corruptions' 1 to 4), so each attack draws its
 # own random starts; the vote attack and the transfer share PGD's.

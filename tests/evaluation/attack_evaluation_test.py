@@ -116,7 +116,7 @@ class AttackEvaluationTest(TestCase):
         for target, key in (("votes", "vote_pgd"), ("output", "pgd")):
             adversarial = attacks_lib.adversarial_images(
                 predictor, self.images, self.labels, epsilon=0.3,
-                steps=1, seed=3 + 6000, target=target)
+                steps=1, seed=3 + 6000, target=target, loss="score_margin")
             predicted = predictor.predict(adversarial, verbose=0).argmax(-1)
             self.assertEqual(record[key]["0.3"],
                              float(np.mean(predicted == self.labels)))
@@ -131,7 +131,7 @@ class AttackEvaluationTest(TestCase):
             "evaluate", "--model-path", path, "--data-dir", self.data_dir,
             "--fgsm", "0", "--pgd", "0.2", "--pgd-steps", "1",
             "--vote-attack", "--masking-epsilon", "0", "--attack-loss",
-            "score_margin", "--output", output, "--predictions-dir",
+            "margin", "--output", output, "--predictions-dir",
             folder])
         self.assertEqual(code, 0)
         with open(output) as file:
@@ -145,7 +145,7 @@ class AttackEvaluationTest(TestCase):
         self.assertEqual(attacked["attacks"]["vote_target"], "output")
         self.assertEqual(attacked["vote_pgd"], attacked["pgd"])
         self.assertEqual(attacked["attacks"]["large_epsilon"], None)
-        self.assertEqual(attacked["attacks"]["loss"], "score_margin")
+        self.assertEqual(attacked["attacks"]["loss"], "margin")
         saved = read_predictions(folder)
         np.testing.assert_array_equal(saved["vote_pgd:0.2"], saved["pgd:0.2"])
         loaded = robustness.classifier(keras.saving.load_model(path))

@@ -129,7 +129,7 @@ def test_attack_settings_and_columns():
     attacks = attack_evaluation.check_attacks(
         {"fgsm": [0.2, 0.05], "pgd": [0.1], "vote": True})
     assert attacks == {"fgsm": [0.05, 0.2], "pgd": [0.1], "pgd_steps": 10,
-                       "pgd_restarts": 1, "loss": "margin", "vote": True,
+                       "pgd_restarts": 1, "loss": "score_margin", "vote": True,
                        "large_epsilon": 0.5}
     assert [key for key, _ in attack_evaluation.attack_columns(
         attacks, transfer=True)] == [

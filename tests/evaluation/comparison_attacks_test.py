@@ -66,12 +66,14 @@ class CompareAttacksTest(TestCase):
         images = digits[..., None].astype("float32")
         cnn = _classifier(output_dir, "cnn")
         transferred = attacks_lib.adversarial_images(
-            cnn, images, labels, epsilon=0.1, steps=1, seed=_SEED + 6000)
+            cnn, images, labels, epsilon=0.1, steps=1, seed=_SEED + 6000,
+            loss="score_margin")  # the default of compare's attacks
         expected = {"cnn": _accuracy(cnn, transferred, labels)}
         uniform = _classifier(output_dir, "uniform")
         expected["uniform"] = _accuracy(uniform, transferred, labels)
         white_box = attacks_lib.adversarial_images(
-            uniform, images, labels, epsilon=0.1, steps=1, seed=_SEED + 6000)
+            uniform, images, labels, epsilon=0.1, steps=1, seed=_SEED + 6000,
+            loss="score_margin")
         with open(os.path.join(output_dir, "results.csv")) as file:
             rows = {row["router"]: row for row in csv.DictReader(file)}
         for router in ("uniform", "cnn"):
