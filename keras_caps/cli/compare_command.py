@@ -6,6 +6,8 @@ import os
 from keras_caps.cli.argument_types import int_list
 from keras_caps.cli.argument_types import name_list
 from keras_caps.cli.argument_types import positive_int
+from keras_caps.cli.attack_arguments import add_attack_arguments
+from keras_caps.cli.attack_arguments import requested_attacks
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import add_user_data_arguments
@@ -54,6 +56,7 @@ def add_compare_command(commands):
                          help="Defaults to runs/compare_<dataset>.")
     add_corruption_arguments(compare)
     add_viewpoints_argument(compare, "each model's accuracy")
+    add_attack_arguments(compare)
     _add_normalization_arguments(compare)
     compare.set_defaults(handler=run_compare, on_interrupt=_interrupted)
 
@@ -118,6 +121,7 @@ def run_compare(args):
             "does not train on MultiMNIST. Received: --partners-per-digit="
             f"{args.partners_per_digit}")
     output_dir = _output_dir(args)
+    attacks = requested_attacks(args)
     results = compare(
         args.routers, args.dataset, output_dir=output_dir, seeds=args.seeds,
         epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
@@ -130,7 +134,7 @@ def run_compare(args):
         until_accuracy=args.until_accuracy, workers=args.workers,
         shard=args.shard, adapt_batchnorm=args.adapt_batchnorm,
         stem_normalization=args.stem_normalization,
-        viewpoints=args.viewpoints)
+        viewpoints=args.viewpoints, attacks=attacks)
     if "unfinished" in results:
         _print_unfinished(results, args, output_dir)
         return 0
@@ -142,6 +146,8 @@ def run_compare(args):
     print(f"Wrote results.md, results.csv, results.json, "
           f"accuracy_vs_severity.png and learning_curves.png under "
           f"{output_dir}")
+    if attacks:
+        print(f"Wrote accuracy_vs_epsilon.png under {output_dir}")
     return 0
 
 

@@ -6,6 +6,8 @@ import os
 import sys
 
 from keras_caps.cli.argument_types import positive_int
+from keras_caps.cli.attack_arguments import add_attack_arguments
+from keras_caps.cli.attack_arguments import requested_attacks
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import add_user_data_arguments
@@ -52,14 +54,17 @@ def add_evaluate_command(commands):
                           "evaluate --output` wrote; any other file is "
                           "never replaced).")
     add_corruption_arguments(evaluate)
+    add_attack_arguments(evaluate)
     evaluate.add_argument("--adapt-batchnorm", action="store_true",
-                          help="With corruptions: also classify each test "
+                          help="With corruptions or attacks: also classify "
+                          "each test "
                           "set with every BatchNormalization layer's "
                           "statistics re-estimated on that set (test-time "
                           "adaptation, Schneider et al. 2020); the model "
                           "file is not changed.")
     evaluate.add_argument("--predictions-dir", default=None,
-                          help="With corruptions: write the predicted "
+                          help="With corruptions or attacks: write the "
+                          "predicted "
                           "class of every test image (predictions.npz) "
                           "and the confusion matrices (confusion.npz) to "
                           "this folder.")
@@ -72,11 +77,14 @@ def run_evaluate(args):
     Returns 0, or 1 when the metrics could not be written to `--output`.
     """
     corruptions = requested_corruptions(args)
+    attacks = requested_attacks(args)
     # Checked before the (slow) evaluation.
     _check_evaluate_arguments(args, corruptions)
+    if attacks:
+        _check_attack_arguments(args, attacks)
     options = dataset_options(args)
     record = _evaluate_clean(args, options)
-    if corruptions:
+    if corruptions or attacks:
         from keras_caps.evaluation import evaluate_robustness
 
         record["robustness"] = evaluate_robustness(
@@ -84,7 +92,7 @@ def run_evaluate(args):
             data_dir=args.data_dir, seed=args.corruption_seed,
             dataset_options=options, download=args.download,
             predictions_dir=args.predictions_dir,
-            adapt_batchnorm=args.adapt_batchnorm)
+            adapt_batchnorm=args.adapt_batchnorm, attacks=attacks)
     if args.output:  # The mark that lets a later evaluate replace it.
         record[WRITTEN_BY] = EVALUATE_MARK
     # Printed first: a failed write below does not lose the metrics.
@@ -111,11 +119,13 @@ def _check_evaluate_arguments(args, corruptions):
             "--occlusion, --affine) read the built-in datasets' test sets; "
             "they do not run on your own data yet. Evaluate it without "
             f"them. Received: --dataset {args.dataset}")
-    if not corruptions and (args.adapt_batchnorm or args.predictions_dir):
+    if not corruptions and not (args.fgsm or args.pgd) and (
+            args.adapt_batchnorm or args.predictions_dir):
         raise ValueError(
             "--adapt-batchnorm and --predictions-dir apply to the "
             "robustness evaluation: add a corruption (--noise, "
-            "--pixel-corruption, --occlusion or --affine). Received: "
+            "--pixel-corruption, --occlusion or --affine) or an attack "
+            "(--fgsm, --pgd). Received: "
             f"--adapt-batchnorm={args.adapt_batchnorm}, --predictions-dir="
             f"{args.predictions_dir!r}")
     if args.predictions_dir:
@@ -136,6 +146,27 @@ def _check_evaluate_arguments(args, corruptions):
         check_multi_digit_evaluation(
             args.dataset, dataset_options(args), args.predictions_dir,
             args.adapt_batchnorm)
+
+
+def _check_attack_arguments(args, attacks):
+    """Refuses attacks on what they cannot run on: official weights,
+    a user's dataset, an exported SavedModel (no gradients)."""
+    from keras_caps.evaluation import attack_evaluation
+    from keras_caps.evaluation.robustness import check_corruptions
+
+    if args.weights:
+        raise ValueError(
+            "The attacks (--fgsm, --pgd) evaluate a saved model: use them "
+            "with `--model-path`, not `--weights`. Received: "
+            f"--weights={args.weights!r}")
+    if is_user_dataset(args.dataset):
+        raise ValueError(
+            "The attacks (--fgsm, --pgd) read the built-in datasets' test "
+            "sets; they do not run on your own data yet. Evaluate it "
+            f"without them. Received: --dataset {args.dataset}")
+    attack_evaluation.check_attack_model(args.model_path, "--model-path")
+    attack_evaluation.check_attacks(attacks)
+    check_corruptions(args.dataset, {})  # Single-label datasets only.
 
 
 def _check_predictions_dir(folder):

@@ -25,6 +25,8 @@ evaluates every selected model on the same clean and corrupted test data
   errors;
 - `accuracy_vs_severity.png`: accuracy against each corruption's severity,
   one line per router with a +-std band (needs matplotlib);
+- `accuracy_vs_epsilon.png`: with attacks, accuracy against epsilon,
+  one panel per attack (`keras_caps.evaluation.comparison_attacks`);
 - `learning_curves.png`: every model's holdout accuracy against training
   steps (`keras_caps.evaluation.learning_curves`; its data is under
   `"learning_curves"` in `results.json`).
@@ -36,7 +38,7 @@ table is written once every model is finished (see
 
 It resumes: a model whose run has finished (`metrics.json` written) is not
 trained again, and its evaluation is reused when it was made with the same
-corruptions, seed and data (an unreadable `robustness.json` is computed
+corruptions, attacks, seed and data (an unreadable `robustness.json` is computed
 again, and so is one without a readable `predictions.npz`, as an earlier
 keras_caps wrote them); a run killed halfway resumes from its backup (see
 `keras_caps.training.train`). A `compare.json` written before the data
@@ -79,6 +81,9 @@ from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
 from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.viewpoints import check_viewpoints
+from keras_caps.evaluation import attack_checks
+from keras_caps.evaluation import attack_evaluation
+from keras_caps.evaluation import comparison_attacks
 from keras_caps.evaluation import comparison_process
 from keras_caps.evaluation import comparison_significance
 from keras_caps.evaluation import comparison_statistics
@@ -181,7 +186,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             isolation="process", verbose=0, download=True, preset=None,
             read_options=None, reference=None, until_accuracy=None,
             workers=1, shard=None, adapt_batchnorm=False,
-            stem_normalization="batch", viewpoints=None):
+            stem_normalization="batch", viewpoints=None,
+            attacks=None):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -269,6 +275,16 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             viewpoints (columns `"viewpoints:familiar"`,
             `"viewpoints:novel"`, see `keras_caps.datasets.smallnorb.
             load`). Recorded in `compare.json` when set.
+        attacks: dict or `None`. Adversarial attacks on every model (see
+            `keras_caps.evaluation.attack_evaluation.check_attacks`): one
+            column per attack and epsilon, and, with `"cnn"` among the
+            models and PGD epsilons, the transfer attack (PGD made on the
+            `cnn` of the same seed; `keras_caps.evaluation.
+            comparison_attacks`), and the gradient-masking checks of
+            each model (`keras_caps.evaluation.attack_checks`). Like
+            `adapt_batchnorm`, it changes no model: a finished comparison
+            resumed with other attacks evaluates its models again, none is
+            trained again. Defaults to `None`.
 
     Returns:
         dict: the `results.json` record (`"settings"` with `"data"`,
@@ -309,6 +325,8 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     # before any data is read or the folder is claimed.
     check_backend("`keras-caps compare` (`keras_caps.evaluation.compare`)")
     check_viewpoints(dataset, viewpoints)
+    # Checked before a user's dataset is read.
+    attack_settings = _attack_settings(attacks, is_user_dataset(dataset))
     preset, user_data = _user_data(routers, dataset, corruptions, preset,
                                    read_options, data_dir, download)
     settings = _check_settings(
@@ -320,6 +338,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
         settings["viewpoints"] = viewpoints
     settings.update(normalization_settings(
         adapt_batchnorm, stem_normalization, user_data is not None))
+    settings.update(attack_settings)
     settings["data"] = (data_record(dataset, data_dir)
                         if user_data is None else user_data)
     # Refuses, before anything is written, a setting a model lacks (the
@@ -336,6 +355,9 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     trained_now = _train_models(
         shards.shard_models(models, shard), settings, output_dir,
         (verbose, isolation, download, data_dir), workers)
+    comparison_attacks.evaluate_transfers(
+        settings, output_dir, models, run_dir,
+        (_finished_model(settings, output_dir), data_dir, download))
     runs = [_model_record(router, seed, settings, output_dir, trained_now,
                           isolation)
             for router, seed in models]
@@ -344,6 +366,31 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     results = results_record(runs, settings, reference)
     _write_results(results, output_dir)
     return results
+
+
+def _attack_settings(attacks, user_data):
+    """`{"attacks": ...}` of the comparison's settings (checked), `{}`
+    without attacks (as a comparison made before they existed)."""
+    attacks = attack_evaluation.check_attacks(attacks)
+    if attacks and user_data:
+        raise ValueError(
+            "The attacks read the built-in datasets' test sets; a "
+            "comparison on a user's dataset measures clean accuracy only. "
+            f"Drop them. Received: attacks={attacks!r}")
+    return {"attacks": attacks} if attacks else {}
+
+
+def _finished_model(settings, output_dir):
+    """`finished(router, seed)`: whether a model is trained and
+    evaluated with the comparison's evaluation settings."""
+    evaluation = _evaluation_settings(settings)
+
+    def finished(router, seed):
+        folder = run_dir(output_dir, router, seed)
+        return (os.path.exists(os.path.join(folder, "metrics.json"))
+                and _finished_evaluation(folder, evaluation) is not None)
+
+    return finished
 
 
 def _user_data(routers, dataset, corruptions, preset, read_options,
@@ -384,6 +431,8 @@ def _write_results(results, output_dir):
     plot_path = os.path.join(output_dir, "accuracy_vs_severity.png")
     try:
         plot_accuracy_vs_severity(results, plot_path)
+        comparison_attacks.plot_accuracy_vs_epsilon(
+            results, os.path.join(output_dir, "accuracy_vs_epsilon.png"))
         learning_curves.plot_learning_curves(
             results["learning_curves"],
             os.path.join(output_dir, "learning_curves.png"))
@@ -589,10 +638,15 @@ def _claim_output_dir(output_dir, settings):
             path, "It holds the comparison's settings: restore it, or use "
             "another --output-dir. Nothing was overwritten.")
         current = json.loads(json.dumps(settings))
-        # `adapt_batchnorm` changes evaluations only: it may differ.
+        # `adapt_batchnorm` and the attacks change evaluations only:
+        # they may differ (the models are evaluated again).
+        recipe = {key: value for key, value in
+                  with_normalization_defaults(previous).items()
+                  if key != "attacks"}
         _check_same_comparison(output_dir, {
-            **with_normalization_defaults(previous),
-            "adapt_batchnorm": current["adapt_batchnorm"]}, current)
+            **recipe, "adapt_batchnorm": current["adapt_batchnorm"],
+            **({"attacks": current["attacks"]} if "attacks" in current
+               else {})}, current)
         if previous != current:
             write_json_atomically(path, settings)
         return
@@ -727,6 +781,8 @@ def _evaluation_settings(settings):
         evaluation["adapt_batchnorm"] = True
     if settings.get("viewpoints") is not None:
         evaluation["viewpoints"] = settings["viewpoints"]
+    if settings.get("attacks"):
+        evaluation["attacks"] = settings["attacks"]
     return evaluation
 
 
@@ -804,8 +860,12 @@ def _model_record(router, seed, settings, output_dir, trained_now,
     evaluation = _finished_evaluation(folder,
                                       _evaluation_settings(settings))
     metrics_path = os.path.join(folder, "metrics.json")
-    if evaluation is None or not os.path.exists(metrics_path):
+    transfer = comparison_attacks.transfer_record(settings, output_dir,
+                                                  router, seed, run_dir)
+    if (evaluation is None or transfer is None
+            or not os.path.exists(metrics_path)):
         return None
+    evaluation = comparison_attacks.with_transfer(evaluation, transfer)
     training_record = _read_record(
         metrics_path, f"It is the training record of {router!r} with seed "
         f"{seed}: restore it, or move the model's folder {folder!r} out of "
@@ -876,7 +936,8 @@ def train_and_evaluate(router, settings, folder, evaluation, *,
                 seed=evaluation["seed"], download=download,
                 predictions_dir=folder,
                 adapt_batchnorm=evaluation.get("adapt_batchnorm", False),
-                viewpoints=evaluation.get("viewpoints"))
+                viewpoints=evaluation.get("viewpoints"),
+                attacks=evaluation.get("attacks"))
         write_json_atomically(evaluation_path,
                               {"settings": evaluation, **record})
 
@@ -903,6 +964,9 @@ def columns(settings):
                        else "affine (generated)"))
     if corruptions.get("translated"):
         result.append(("translated", "translated"))
+    result += attack_evaluation.attack_columns(
+        settings.get("attacks"),
+        comparison_attacks.transfer_enabled(settings))
     return result
 
 
@@ -1003,6 +1067,8 @@ def _aggregate(runs, settings):
         }
         aggregated[router].update(_normalization_summary(evaluations,
                                                          settings))
+        aggregated[router].update(comparison_attacks.masking_summary(
+            evaluations, settings))
     return aggregated
 
 
@@ -1083,6 +1149,7 @@ def results_csv(results):
         header += [f"{key}_mean", f"{key}_std"]
     header += _csv_statistics_header(settings)
     header += comparison_tables.csv_header(columns(settings))
+    header += ["masking_checks"] if settings.get("attacks") else []
     writer.writerow(header)
     for router, row in results["routers"].items():
         speed = row["train_ms_per_step"]
@@ -1096,6 +1163,9 @@ def results_csv(results):
                        repr(row["accuracy"][key]["std"])]
         values += _csv_statistics(results, router)
         values += comparison_tables.csv_cells(row, columns(settings))
+        if settings.get("attacks"):
+            values.append("pass" if row["masking_checks"]["passed"]
+                          else "fail")
         writer.writerow(values)
     return output.getvalue()
 
@@ -1180,6 +1250,7 @@ def results_markdown(results):
         tests = statistics.get("models", {}).get(router, {})
         name = (f"{router} (reference)"
                 if router == statistics.get("reference") else router)
+        name += attack_checks.row_mark(row)
         cells = [name, f"{row['trainable_parameters']:,}",
                  _speed_cell(row),
                  f"{row['images_per_second']:.0f}",
@@ -1190,6 +1261,8 @@ def results_markdown(results):
             for key, _ in columns(settings)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _speed_notes(results["routers"])
+    lines += attack_checks.masking_markdown(results["routers"])
+    lines += comparison_attacks.vote_note(settings, runs)
     lines += comparison_tables.costs_markdown(results["routers"])
     lines += comparison_tables.collapse_markdown(results["routers"],
                                                  columns(settings))

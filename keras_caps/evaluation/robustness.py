@@ -28,6 +28,7 @@ from keras_caps import datasets
 from keras_caps import model_roles as roles
 from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.diagnostics.costs import cost_record
+from keras_caps.evaluation import attack_evaluation
 from keras_caps.evaluation import batchnorm_adaptation
 from keras_caps.evaluation import corruptions as corruptions_lib
 from keras_caps.evaluation import multi_digit_robustness as multi_digit
@@ -225,8 +226,9 @@ def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
 def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
                         seed=42, batch_size=256, dataset_options=None,
                         download=True, predictions_dir=None,
-                        adapt_batchnorm=False, viewpoints=None):
-    """Accuracy of a classifier on clean and corrupted test images.
+                        adapt_batchnorm=False, viewpoints=None,
+                        attacks=None):
+    """Accuracy of a classifier on clean, corrupted and attacked images.
 
     Args:
         model: A `keras.Model` from an application builder (or a path to
@@ -261,6 +263,10 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
             novel viewpoints (Hinton, Sabour & Frosst 2018, §5.1), from
             the same clean predictions; with `adapt_batchnorm`, their
             adapted accuracies are those of the clean set's adaptation.
+        attacks: dict or `None`. Adversarial attacks on the test images
+            (FGSM, PGD, the vote attack; see
+            `keras_caps.evaluation.attack_evaluation.check_attacks`), each
+            seeded from `seed`. Defaults to `None`: none.
 
     Returns:
         dict: `"clean"` with `accuracy`, `macro_accuracy` (the mean over
@@ -284,7 +290,10 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         costs (`keras_caps.diagnostics.costs.cost_record`:
         `"trainable_parameters_with_decoder"`, `"decoder_parameters"`,
         `"multiply_adds"` of the classifier path, `"decoder_multiply_adds"`);
-        `"seed"`, `"dataset"`.
+        `"seed"`, `"dataset"`; with `attacks`, `"fgsm"`, `"pgd"` (and
+        `"vote_pgd"`): epsilon (as a string) -> accuracy, `"attacks"`: the
+        settings, and `"masking_checks"`
+        (`keras_caps.evaluation.attack_checks.masking_checks`).
 
     Example:
 
@@ -299,7 +308,10 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     check_viewpoints(dataset, viewpoints)
     multi_digit.check_multi_digit_evaluation(
         dataset, dataset_options, predictions_dir, adapt_batchnorm)
+    attacks = attack_evaluation.check_attacks(attacks)
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        if attacks:
+            attack_evaluation.check_attack_model(model, "model")
         model = keras.saving.load_model(model)
     if dataset in multi_digit.MULTI_DIGIT_DATASETS:  # Two digits an image.
         return multi_digit.evaluate_multi_digit_robustness(
@@ -335,6 +347,9 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         if adapt_batchnorm:
             sets.adapt(predictor, key, corrupted, truth, predict,
                        batch_size)
+    if attacks:
+        _attack(predictor, (images, labels), attacks, seed, record, sets,
+                (predict, batch_size, adapt_batchnorm))
     record.update(sets.record(adapt_batchnorm))
     if corruptions["affine"]:
         record["affine_set"] = affine_set_name(corruptions)
@@ -385,6 +400,34 @@ def _split_by_viewpoint(sets, viewpoints, familiar):
             sets.predictions[key] == labels[chosen]))
         counts[name] = int(chosen.sum())
     return {"viewpoints": accuracies, "viewpoint_images": counts}
+
+
+def _attack(predictor, test_set, attacks, seed, record, sets, options):
+    """Classifies the adversarial test sets of `attacks` into `sets`
+    and `record` (`"fgsm"`, `"pgd"`, `"vote_pgd"`, `"attacks"`,
+    `"masking_checks"`); a model without votes gets its PGD predictions
+    as its vote attack's."""
+    images, labels = test_set
+    predict, batch_size, adapt_batchnorm = options
+    for kind, epsilon, adversarial in attack_evaluation.attacked_sets(
+            predictor, images, labels, attacks, seed, batch_size):
+        key = column_key(kind, epsilon)
+        if adversarial is None:
+            reused = column_key("pgd", epsilon)
+            sets.add(key, sets.predictions[reused], labels)
+            if adapt_batchnorm:
+                prefix = predictions_lib.ADAPTED_PREFIX
+                sets.add(prefix + key, sets.predictions[prefix + reused],
+                         labels)
+        else:
+            sets.add(key, predict(adversarial), labels)
+            if adapt_batchnorm:
+                sets.adapt(predictor, key, adversarial, labels, predict,
+                           batch_size)
+        record.setdefault(kind, {})[str(epsilon)] = float(
+            np.mean(sets.predictions[key] == labels))
+    record.update(attack_evaluation.attack_record(predictor, attacks,
+                                                  record))
 
 
 class _PredictionSets:

@@ -24,11 +24,12 @@ WRITTEN_BY = "written_by"
 
 # The files of a training run (a folder holding `run.json`) and of a
 # comparison (a folder holding `compare.json`) that only they write.
-_RUN_ARTIFACTS = frozenset(RUN_FILES) | {"run.lock", "robustness.json"}
+_RUN_ARTIFACTS = frozenset(RUN_FILES) | {"run.lock", "robustness.json",
+                                         "transfer.json"}
 _COMPARISON_RECORD = "compare.json"
 _COMPARISON_ARTIFACTS = frozenset({
     _COMPARISON_RECORD, "models", "results.json", "results.csv",
-    "results.md", "accuracy_vs_severity.png"})
+    "results.md", "accuracy_vs_severity.png", "accuracy_vs_epsilon.png"})
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _LARGEST_MARKED_JSON = 1 << 24  # bytes: an evaluation record is far smaller.
 
