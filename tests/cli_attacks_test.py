@@ -57,7 +57,7 @@ def test_parser_refuses_bad_attack_values(flags, message, saved_model,
      "--pgd, and neither is given"),
     (["--pgd", "0.1,0.1"], "Duplicate epsilons in --pgd"),
     (["--fgsm", "0.1", "--dataset", "multi_mnist"],
-     "one object per image"),
+     "do not apply to MultiMNIST"),
 ])
 @pytest.mark.single_backend
 def test_evaluate_refuses_bad_attack_combinations(flags, message,

@@ -152,6 +152,9 @@ def _check_attack_arguments(args, attacks):
     """Refuses attacks on what they cannot run on: official weights,
     a user's dataset, an exported SavedModel (no gradients)."""
     from keras_caps.evaluation import attack_evaluation
+    from keras_caps.evaluation.multi_digit_robustness import (
+        check_multi_digit_evaluation,
+    )
     from keras_caps.evaluation.robustness import check_corruptions
 
     if args.weights:
@@ -165,8 +168,9 @@ def _check_attack_arguments(args, attacks):
             "sets; they do not run on your own data yet. Evaluate it "
             f"without them. Received: --dataset {args.dataset}")
     attack_evaluation.check_attack_model(args.model_path, "--model-path")
-    attack_evaluation.check_attacks(attacks)
-    check_corruptions(args.dataset, {})  # Single-label datasets only.
+    attacks = attack_evaluation.check_attacks(attacks)
+    check_corruptions(args.dataset, {})
+    check_multi_digit_evaluation(args.dataset, attacks=attacks)
 
 
 def _check_predictions_dir(folder):

@@ -346,10 +346,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     for router in settings["routers"]:
         training_settings(settings, router, settings["seeds"][0])
     _claim_output_dir(output_dir, settings)
-    if user_data is not None:
-        data_dir = settings["data"]["data_dir"]
-    elif data_dir is not None:
-        data_dir = os.path.abspath(data_dir)
+    data_dir = _models_data_dir(settings, user_data, data_dir)
     models = [(router, seed) for router in settings["routers"]
               for seed in settings["seeds"]]
     trained_now = _train_models(
@@ -366,6 +363,14 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     results = results_record(runs, settings, reference)
     _write_results(results, output_dir)
     return results
+
+
+def _models_data_dir(settings, user_data, data_dir):
+    """The data folder the models read, absolute: the user's dataset's
+    own, else `data_dir` (`None`: the default)."""
+    if user_data is not None:
+        return settings["data"]["data_dir"]
+    return None if data_dir is None else os.path.abspath(data_dir)
 
 
 def _attack_settings(attacks, user_data):

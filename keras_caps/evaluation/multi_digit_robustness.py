@@ -31,17 +31,22 @@ NUM_DIGITS = 2
 
 def check_multi_digit_evaluation(dataset, dataset_options=None,
                                  predictions_dir=None,
-                                 adapt_batchnorm=False):
+                                 adapt_batchnorm=False, attacks=None):
     """Refuses what a robustness evaluation of a multi-digit `dataset`
     cannot do; nothing for other datasets.
 
     Raises:
         ValueError: no `partners_per_digit` in `dataset_options`, or
-            `predictions_dir` / `adapt_batchnorm` asked for (they are
-            written for one label per image).
+            `predictions_dir` / `adapt_batchnorm` / `attacks` asked for
+            (they are written for one label per image).
     """
     if dataset not in MULTI_DIGIT_DATASETS:
         return
+    if attacks:
+        raise ValueError(
+            "The attacks (--fgsm, --pgd) raise a loss on one label per "
+            "image; they do not apply to MultiMNIST yet. Received: "
+            f"dataset={dataset!r}, attacks={attacks!r}")
     if (dataset_options or {}).get("partners_per_digit") is None:
         raise ValueError(
             "A robustness evaluation on MultiMNIST holds every corrupted "

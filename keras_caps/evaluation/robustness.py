@@ -306,9 +306,9 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     corruptions = check_corruptions(dataset, corruptions)
     check_bool("adapt_batchnorm", adapt_batchnorm)
     check_viewpoints(dataset, viewpoints)
-    multi_digit.check_multi_digit_evaluation(
-        dataset, dataset_options, predictions_dir, adapt_batchnorm)
     attacks = attack_evaluation.check_attacks(attacks)
+    multi_digit.check_multi_digit_evaluation(
+        dataset, dataset_options, predictions_dir, adapt_batchnorm, attacks)
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
         if attacks:
             attack_evaluation.check_attack_model(model, "model")
