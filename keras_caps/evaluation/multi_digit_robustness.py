@@ -99,16 +99,12 @@ def load_multi_digit_test_arrays(dataset, *, data_dir=None, seed=42,
         `(images, multi_hot)`: float32 `(n, 36, 36, 1)` raw pixels and
         float32 `(n, 10)` with a one for each digit.
     """
-    from keras_caps import datasets
+    # Imported here: keras_caps.evaluation.robustness imports this module.
+    from keras_caps.evaluation.robustness import load_test_arrays
 
-    test = datasets.load(dataset, "test", batch_size=1000,
-                         data_dir=data_dir, seed=seed, reconstruction=False,
-                         download=download, **(dataset_options or {}))
-    images, labels = [], []
-    for batch_images, batch_labels in test.as_numpy_iterator():
-        images.append(batch_images)
-        labels.append(batch_labels)
-    return np.concatenate(images), np.concatenate(labels)
+    return load_test_arrays(dataset, data_dir=data_dir, seed=seed,
+                            dataset_options=dataset_options,
+                            download=download, class_ids=False)
 
 
 def evaluate_multi_digit_robustness(model, dataset, corruptions, *,

@@ -167,12 +167,14 @@ def _canvas_options(dataset, corruptions, affine):
 
 
 def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None,
-                     download=True):
+                     download=True, class_ids=True):
     """The test split of `dataset` as NumPy arrays.
 
     Returns:
         `(images, labels)`: float32 `(n, height, width, channels)` in raw
-        pixels, as the loaders yield them, and int64 class ids `(n,)`.
+        pixels, as the loaders yield them, and int64 class ids `(n,)`
+        (with `class_ids=False`: the loader's float32 `(n, classes)`
+        labels, e.g. the two ones of a MultiMNIST pair).
     """
     test = datasets.load(dataset, "test", batch_size=1000,
                          data_dir=data_dir, seed=seed, reconstruction=False,
@@ -180,7 +182,8 @@ def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None,
     images, labels = [], []
     for batch_images, batch_labels in test.as_numpy_iterator():
         images.append(batch_images)
-        labels.append(batch_labels.argmax(axis=-1))
+        labels.append(batch_labels.argmax(axis=-1) if class_ids
+                      else batch_labels)
     return np.concatenate(images), np.concatenate(labels)
 
 
