@@ -22,6 +22,10 @@ its white-box attack) and classifies them with each model, writing
   added to the model's `predictions.npz`, so the per-image tests cover the
   transfer columns too.
 
+With `"attack_images"` (the first N test images only), the transfer
+perturbations are made for those N images, and their classes are
+`"labels:attacks"` in `predictions.npz`.
+
 `masking_summary` gives each row the checks of
 `keras_caps.evaluation.attack_checks` over its seeds.
 """
@@ -61,7 +65,10 @@ def _transfer_settings(settings, source_digest):
             "pgd_restarts": attacks["pgd_restarts"],
             "loss": attacks["loss"], "seed": settings["evaluation_seed"],
             "adapt_batchnorm": bool(settings.get("adapt_batchnorm")),
-            "data": settings["data"]}
+            "data": settings["data"],
+            # Only when given: transfers made before it stay current.
+            **({"attack_images": attacks["attack_images"]}
+               if attacks.get("attack_images") is not None else {})}
 
 
 def _sha256(path):
@@ -156,6 +163,8 @@ def _transfer_seed(settings, expected, source, folders, options):
     images, labels = robustness.load_test_arrays(
         settings["dataset"], data_dir=data_dir,
         seed=settings["evaluation_seed"], download=download)
+    images, labels = attack_evaluation.attack_subset(settings["attacks"],
+                                                     images, labels)
     cnn = robustness.classifier(keras.saving.load_model(
         os.path.join(source, "model.keras")))
     attacked = {epsilon: attack_evaluation.adversarial_set(
@@ -177,7 +186,9 @@ def _classify_transfer(predictor, folder, attacked, labels, expected):
     from keras_caps.evaluation import batchnorm_adaptation
 
     saved = predictions_lib.read_predictions(folder)
-    if not np.array_equal(saved[predictions_lib.LABELS], labels):
+    # The attacked images' classes: "labels:attacks" for a subset.
+    labels_key = predictions_lib.labels_of(TRANSFER + ":", saved)
+    if not np.array_equal(saved[labels_key], labels):
         raise ValueError(
             f"{folder!r}: its predictions.npz holds other test images than "
             "the transfer attack's; evaluate the model again (move its "
@@ -245,6 +256,19 @@ def masking_summary(evaluations, settings):
         for evaluation in evaluations]
     return {"masking_checks": {**attack_checks.summarize(per_seed),
                                "per_seed": per_seed}}
+
+
+def subset_note(settings):
+    """The results.md note on attacks run on the first N test images
+    only (`"attack_images"`), or `[]`."""
+    count = (settings.get("attacks") or {}).get("attack_images")
+    if count is None:
+        return []
+    return ["", f"Attack columns (and their masking checks, whose ε = 0 "
+            f"is the clean accuracy of the same images): the first {count} "
+            "test images only (--attack-images), in the test set's fixed "
+            "order, for every model and seed; the clean and corruption "
+            "columns are on the whole test set."]
 
 
 def vote_note(settings, runs):

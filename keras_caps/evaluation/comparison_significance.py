@@ -82,7 +82,7 @@ def per_image_correct(folder, key):
 
 
 def _correct(predictions, key, folder):
-    labels_key = predictions_lib.labels_of(key)
+    labels_key = predictions_lib.labels_of(key, predictions)
     labels = predictions.get(labels_key)
     if labels is None or len(labels) != len(predictions[key]):
         raise ValueError(
@@ -183,8 +183,9 @@ def _mcnemar(predictions, model, reference, seed, key):
                                    for name in (model, reference))
     if mine is None or theirs is None or key not in mine or key not in theirs:
         return None
-    labels = predictions_lib.labels_of(key)
-    if not np.array_equal(mine.get(labels), theirs.get(labels)):
+    labels = predictions_lib.labels_of(key, mine)
+    if labels != predictions_lib.labels_of(key, theirs) or not (
+            np.array_equal(mine.get(labels), theirs.get(labels))):
         logging.warning("%r and the reference's model of seed %d saved "
                         "predictions of other test images: no per-image "
                         "test.", folder, seed)
