@@ -134,9 +134,10 @@ def _check_attack_subset(test, kwargs, output_dir):
     """Resumed with `attack_images=6`: evaluated again (nothing trained)
     with every attack column, the transfer included, on the first 6 test
     images, and the masking checks' epsilon 0 their clean accuracy."""
-    results = comparison.compare(["uniform", "cnn"], "mnist",
-                                 attacks={**_ATTACKS, "attack_images": 6},
-                                 **kwargs)
+    # PGD only (no FGSM, vote attack or large epsilon), to stay short.
+    results = comparison.compare(["uniform", "cnn"], "mnist", attacks={
+        "pgd": [0.1], "pgd_steps": 1, "large_epsilon": None,
+        "attack_images": 6}, **kwargs)
     test.assertFalse(any(run["trained_now"] for run in results["models"]))
     test.assertEqual(results["settings"]["attacks"]["attack_images"], 6)
     digits, labels = synthetic_digits(16, seed=1)
@@ -157,7 +158,7 @@ def _check_attack_subset(test, kwargs, output_dir):
     test.assertEqual(len(saved["clean"]), 16)
     for key in ("pgd:0.1", "transfer_pgd:0.1", "adapted:transfer_pgd:0.1"):
         test.assertEqual(len(saved[key]), 6, key)
-    for key in ("fgsm:0.1", "pgd:0.1", "transfer_pgd:0.1"):
+    for key in ("pgd:0.1", "transfer_pgd:0.1"):
         test.assertIsNotNone(
             results["statistics"]["models"]["cnn"][key]["mcnemar"][0], key)
     clean_subset = float(np.mean(saved["clean"][:6] == labels))
