@@ -246,7 +246,10 @@ def masking_summary(evaluations, settings):
     Returns:
         dict: `{"masking_checks": {"passed", "checks", "per_seed"}}`, see
         `attack_checks.summarize`; `"per_seed"`: each seed's
-        `attack_checks.masking_checks` result.
+        `attack_checks.masking_checks` result. With `"attack_images"`,
+        also `"attack_clean"`: the mean, std and per-seed values of the
+        clean accuracy of the attacked images (`epsilon_series`' epsilon
+        0).
     """
     attacks = settings.get("attacks")
     if not attacks:
@@ -255,7 +258,22 @@ def masking_summary(evaluations, settings):
         evaluation, large_epsilon=attacks["large_epsilon"])
         for evaluation in evaluations]
     return {"masking_checks": {**attack_checks.summarize(per_seed),
-                               "per_seed": per_seed}}
+                               "per_seed": per_seed},
+            **_subset_clean(evaluations, attacks)}
+
+
+def _subset_clean(evaluations, attacks):
+    """`{"attack_clean": {"mean", "std", "per_seed"}}`: the clean
+    accuracy of the attacked images over the seeds, when the attacks ran
+    on the first N test images only (else `{}`: the clean column's)."""
+    if attacks.get("attack_images") is None:
+        return {}
+    values = [attack_checks.clean_reference(evaluation)
+              for evaluation in evaluations]
+    return {"attack_clean": {
+        "mean": float(np.mean(values)),
+        "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+        "per_seed": values}}
 
 
 def subset_note(settings):
@@ -295,7 +313,8 @@ _PANEL_TITLES = {"fgsm": "FGSM", "pgd": "PGD", "vote_pgd": "vote PGD",
 
 def epsilon_series(results):
     """What `plot_accuracy_vs_epsilon` draws: per attack kind, per model,
-    the epsilons (0 first: the clean accuracy), and the mean and std
+    the epsilons (0 first: the clean accuracy, of the attacked images
+    when the attacks ran on a subset), and the mean and std
     accuracy over seeds at each.
 
     Returns:
@@ -321,12 +340,18 @@ def epsilon_series(results):
         points = [(0.0, "clean")] + sorted(points)
         series[kind] = {
             model: {"epsilon": [epsilon for epsilon, _ in points],
-                    "mean": [row["accuracy"][key]["mean"]
-                             for _, key in points],
-                    "std": [row["accuracy"][key]["std"]
-                            for _, key in points]}
+                    "mean": [_point(row, key)["mean"] for _, key in points],
+                    "std": [_point(row, key)["std"] for _, key in points]}
             for model, row in results["routers"].items()}
     return series
+
+
+def _point(row, key):
+    """A row's accuracy cell of `key`; epsilon 0 of attacks on a subset
+    is the clean accuracy of those images (`"attack_clean"`)."""
+    if key == "clean" and "attack_clean" in row:
+        return row["attack_clean"]
+    return row["accuracy"][key]
 
 
 def plot_accuracy_vs_epsilon(results, path, dpi=100):

@@ -273,3 +273,35 @@ def test_evaluate_command_attack_images(saved_model, test_data, tmp_path):
         kind, epsilon = key.split(":")
         assert record[kind][epsilon] == float(
             np.mean(saved[key] == labels[:5]))
+
+
+@pytest.mark.single_backend
+def test_epsilon_zero_of_a_subset_is_its_clean_accuracy():
+    from keras_caps.evaluation import comparison_attacks
+
+    settings = {"corruptions": {"noise": [], "pixels": [], "occlusion": [],
+                                "affine": False},
+                "routers": ["dynamic"],
+                "attacks": attack_evaluation.check_attacks(
+                    {"pgd": [0.1], "large_epsilon": None,
+                     "attack_images": 100})}
+    # Two seeds: whole-set clean 0.60 and 0.70, subset 0.90 and 0.80.
+    evaluations = [
+        {"clean": {"accuracy": clean}, "pgd": {"0.1": 0.2},
+         "attacks": {"attack_images": 100, "clean_accuracy_subset": subset}}
+        for clean, subset in ((0.60, 0.90), (0.70, 0.80))]
+    row = comparison_attacks.masking_summary(evaluations, settings)
+    assert row["attack_clean"]["per_seed"] == [0.90, 0.80]
+    assert row["attack_clean"]["mean"] == pytest.approx(0.85)
+    assert row["attack_clean"]["std"] == pytest.approx(
+        np.std([0.90, 0.80], ddof=1))
+    row["accuracy"] = {"clean": {"mean": 0.65, "std": 0.07},
+                       "pgd:0.1": {"mean": 0.2, "std": 0.0}}
+    series = comparison_attacks.epsilon_series(
+        {"settings": settings, "routers": {"dynamic": row}})
+    assert series["pgd"]["dynamic"]["epsilon"] == [0.0, 0.1]
+    assert series["pgd"]["dynamic"]["mean"] == [pytest.approx(0.85), 0.2]
+    # Every image attacked: no such entry, the clean column is epsilon 0.
+    del settings["attacks"]["attack_images"]
+    assert "attack_clean" not in comparison_attacks.masking_summary(
+        evaluations, settings)
