@@ -269,7 +269,9 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         attacks: dict or `None`. Adversarial attacks on the test images
             (FGSM, PGD, the vote attack; see
             `keras_caps.evaluation.attack_evaluation.check_attacks`), each
-            seeded from `seed`. Defaults to `None`: none.
+            seeded from `seed`; with `"attack_images": N`, on the first N
+            test images only (their true classes `"labels:attacks"` in
+            the predictions). Defaults to `None`: none.
 
     Returns:
         dict: `"clean"` with `accuracy`, `macro_accuracy` (the mean over
@@ -295,7 +297,8 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         `"multiply_adds"` of the classifier path, `"decoder_multiply_adds"`);
         `"seed"`, `"dataset"`; with `attacks`, `"fgsm"`, `"pgd"` (and
         `"vote_pgd"`): epsilon (as a string) -> accuracy, `"attacks"`: the
-        settings, and `"masking_checks"`
+        settings (with `"attack_images"`, also `"clean_accuracy_subset"`,
+        the clean accuracy of the attacked images), and `"masking_checks"`
         (`keras_caps.evaluation.attack_checks.masking_checks`).
 
     Example:

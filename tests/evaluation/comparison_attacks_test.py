@@ -164,5 +164,7 @@ def _check_attack_subset(test, kwargs, output_dir):
     clean_subset = float(np.mean(saved["clean"][:6] == labels))
     per_seed = results["routers"]["uniform"]["masking_checks"]["per_seed"]
     test.assertEqual(per_seed[0]["checks"][0]["values"]["0"], clean_subset)
+    test.assertEqual(results["routers"]["uniform"]["attack_clean"]["mean"],
+                     clean_subset)
     with open(os.path.join(output_dir, "results.md")) as file:
         test.assertIn("the first 6 test images only", file.read())
