@@ -266,12 +266,22 @@ def _relative_error_table(rows, titles):
         cells = []
         for key, _ in corrupted:
             ratio = stats.relative_corruption_error(
-                row["accuracy"][key]["mean"], clean)
+                row["accuracy"][key]["mean"], _clean_of(row, key, clean))
             cells.append("n/a (no error)" if ratio is None
                          else "∞ (clean 100 %)" if math.isinf(ratio)
                          else f"{ratio:.2f}")
         lines.append(f"| {router} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _clean_of(row, key, clean):
+    """The clean accuracy column `key`'s error is relative to: for an
+    attack column of attacks on the first N test images, that of those
+    images (the row's `"attack_clean"`); else the clean column's."""
+    if key.startswith(predictions_lib.ATTACK_PREFIXES) and (
+            "attack_clean" in row):
+        return row["attack_clean"]["mean"]
+    return clean
 
 
 def _tests_table(statistics, titles):

@@ -305,3 +305,23 @@ def test_epsilon_zero_of_a_subset_is_its_clean_accuracy():
     del settings["attacks"]["attack_images"]
     assert "attack_clean" not in comparison_attacks.masking_summary(
         evaluations, settings)
+
+
+@pytest.mark.single_backend
+def test_relative_error_of_a_subset_column():
+    # Clean 0.60 on the whole set, 0.90 on the 100 attacked images; PGD
+    # 0.50: its error 0.50 over the subset's clean error 0.10 is 5.00
+    # (over the whole set's 0.40 it would be 1.25); noise keeps the
+    # whole set's: 0.52 / 0.40 = 1.30.
+    row = {"accuracy": {"clean": {"mean": 0.60}, "noise:0.1": {"mean": 0.48},
+                        "pgd:0.1": {"mean": 0.50}},
+           "attack_clean": {"mean": 0.90}}
+    titles = [("clean", "clean"), ("noise:0.1", "noise 0.1"),
+              ("pgd:0.1", "PGD ε 0.1")]
+    lines = significance.statistics_markdown({"routers": {"dynamic": row}},
+                                             titles)
+    assert lines[-1] == "| dynamic | 1.30 | 5.00 |"
+    del row["attack_clean"]
+    lines = significance.statistics_markdown({"routers": {"dynamic": row}},
+                                             titles)
+    assert lines[-1] == "| dynamic | 1.30 | 1.25 |"
