@@ -1,9 +1,10 @@
 """The attack flags of `keras-caps evaluate` and `keras-caps compare`.
 
 `--fgsm`, `--pgd`, `--pgd-steps`, `--pgd-restarts`, `--attack-loss`,
-`--vote-attack` and `--masking-epsilon`; `requested_attacks(args)` turns
-them into the `attacks` of `keras_caps.evaluation.evaluate_robustness`
-and `compare` (see `keras_caps.evaluation.attack_evaluation`).
+`--vote-attack`, `--masking-epsilon` and `--attack-images`;
+`requested_attacks(args)` turns them into the `attacks` of
+`keras_caps.evaluation.evaluate_robustness` and `compare` (see
+`keras_caps.evaluation.attack_evaluation`).
 """
 
 import argparse
@@ -68,6 +69,12 @@ def add_attack_arguments(parser):
                        "check 'near 0 at a large epsilon', run as one more "
                        "PGD epsilon with any attack (default 0.5; 0: no "
                        "run of its own, the largest --pgd epsilon).")
+    group.add_argument("--attack-images", type=positive_int, default=None,
+                       metavar="N",
+                       help="Attack only the first N test images (in the "
+                       "test set's fixed order), for every attack column, "
+                       "the transfer attack and the masking checks' clean "
+                       "reference (default: every test image).")
 
 
 def requested_attacks(args):
@@ -99,7 +106,30 @@ def requested_attacks(args):
     return {"fgsm": args.fgsm or [], "pgd": args.pgd or [],
             "pgd_steps": args.pgd_steps, "pgd_restarts": args.pgd_restarts,
             "loss": args.attack_loss, "vote": args.vote_attack,
-            "large_epsilon": args.masking_epsilon}
+            "large_epsilon": args.masking_epsilon,
+            **({"attack_images": args.attack_images}
+               if args.attack_images is not None else {})}
+
+
+def check_attack_images_flag(attacks, dataset):
+    """Refuses `--attack-images` above the size of `dataset`'s standard
+    test split (`DATASETS[dataset].num_test`) before anything is trained
+    or written; the evaluation checks it again against the test images
+    it reads (a folder of one's own may hold fewer).
+
+    Raises:
+        ValueError: naming `--attack-images`.
+    """
+    from keras_caps.datasets import DATASETS
+
+    count = (attacks or {}).get("attack_images")
+    info = DATASETS.get(dataset)
+    if count is not None and info is not None and count > info.num_test:
+        raise ValueError(
+            f"--attack-images {count} is more than the {info.num_test} "
+            f"test images of {dataset!r}: give at most {info.num_test}, "
+            "or drop it to attack every test image. Received: "
+            f"--attack-images {count}")
 
 
 def attack_flags_given(args):
@@ -108,6 +138,7 @@ def attack_flags_given(args):
     if args.fgsm or args.pgd:
         return []
     defaults = {"pgd_steps": 10, "pgd_restarts": 1,
-                "attack_loss": "score_margin", "masking_epsilon": 0.5}
+                "attack_loss": "score_margin", "masking_epsilon": 0.5,
+                "attack_images": None}
     return [f"--{name.replace('_', '-')}" for name, default
             in defaults.items() if getattr(args, name) != default]

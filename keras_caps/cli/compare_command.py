@@ -7,6 +7,7 @@ from keras_caps.cli.argument_types import int_list
 from keras_caps.cli.argument_types import name_list
 from keras_caps.cli.argument_types import positive_int
 from keras_caps.cli.attack_arguments import add_attack_arguments
+from keras_caps.cli.attack_arguments import check_attack_images_flag
 from keras_caps.cli.attack_arguments import requested_attacks
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
@@ -122,6 +123,7 @@ def run_compare(args):
             f"{args.partners_per_digit}")
     output_dir = _output_dir(args)
     attacks = requested_attacks(args)
+    check_attack_images_flag(attacks, args.dataset)
     results = compare(
         args.routers, args.dataset, output_dir=output_dir, seeds=args.seeds,
         epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,

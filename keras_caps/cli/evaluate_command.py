@@ -7,6 +7,7 @@ import sys
 
 from keras_caps.cli.argument_types import positive_int
 from keras_caps.cli.attack_arguments import add_attack_arguments
+from keras_caps.cli.attack_arguments import check_attack_images_flag
 from keras_caps.cli.attack_arguments import requested_attacks
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
@@ -171,6 +172,7 @@ def _check_attack_arguments(args, attacks):
     attacks = attack_evaluation.check_attacks(attacks)
     check_corruptions(args.dataset, {})
     check_multi_digit_evaluation(args.dataset, attacks=attacks)
+    check_attack_images_flag(attacks, args.dataset)
 
 
 def _check_predictions_dir(folder):

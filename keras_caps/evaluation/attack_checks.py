@@ -62,7 +62,11 @@ def masking_checks(record, *, large_epsilon=LARGE_EPSILON,
 
     Args:
         record: dict. An evaluation record: `"clean": {"accuracy": ...}`
-            and any of `ATTACK_KINDS`, each epsilon string -> accuracy.
+            and any of `ATTACK_KINDS`, each epsilon string -> accuracy
+            (attacks on a subset of the test images, `"attacks":
+            {"attack_images": N, "clean_accuracy_subset": ...}`: the
+            clean accuracy of that subset is the epsilon-0 point, see
+            `clean_reference`).
         large_epsilon: float or `None`. The epsilon of the `"near_zero"`
             check (a `"pgd"` entry); `None`: the largest PGD epsilon
             evaluated.
@@ -97,11 +101,11 @@ def masking_checks(record, *, large_epsilon=LARGE_EPSILON,
                 f"fraction in [0, 1]. Received: {name}={value!r}")
     attacks = {kind: _by_epsilon(record.get(kind)) for kind in ATTACK_KINDS}
     checks = []
+    clean = clean_reference(record)
     for kind in WHITE_BOX_KINDS:
         if attacks[kind]:
-            checks.append(_non_increasing(
-                kind, record["clean"]["accuracy"], attacks[kind],
-                tolerance))
+            checks.append(_non_increasing(kind, clean, attacks[kind],
+                                          tolerance))
     if attacks["pgd"]:
         checks.append(_near_zero(attacks["pgd"], large_epsilon, near_zero))
     checks += _pairs("pgd_below_fgsm", attacks["pgd"], attacks["fgsm"],
@@ -110,6 +114,25 @@ def masking_checks(record, *, large_epsilon=LARGE_EPSILON,
                      attacks["transfer_pgd"], tolerance)
     return {"passed": all(check["passed"] for check in checks),
             "checks": checks}
+
+
+def clean_reference(record):
+    """The clean accuracy the attack accuracies of `record` start from
+    (epsilon 0): that of the attacked images, `"clean_accuracy_subset"`
+    of `record["attacks"]` when the attacks ran on the first N test images
+    only (`keras_caps.evaluation.attack_evaluation`'s `"attack_images"`);
+    else (every image, or a record made before subsets existed) the
+    clean accuracy of the test set.
+
+    Example:
+
+    >>> clean_reference({"clean": {"accuracy": 0.9},
+    ...                  "attacks": {"attack_images": 100,
+    ...                              "clean_accuracy_subset": 0.95}})
+    0.95
+    """
+    subset = (record.get("attacks") or {}).get("clean_accuracy_subset")
+    return record["clean"]["accuracy"] if subset is None else subset
 
 
 def _by_epsilon(entry):

@@ -28,6 +28,20 @@ images and classify the results. Settings (`check_attacks`):
   PGD epsilon (default 0.5: every image can then be made uniformly
   grey); `None`: no run of its own, the check takes the largest PGD
   epsilon.
+- `"attack_images"`: `None` (the default, and what a record without the
+  key means) attacks every test image; an integer N >= 1 attacks only the
+  first N test images, in the loader's fixed test order: a fixed subset,
+  as attack evaluations use when the budget demands it (e.g. 1,000
+  images; see Carlini et al. 2019, "On evaluating adversarial
+  robustness").
+  Every attack column (white-box, vote, transfer, BatchNorm-adapted) is
+  then on those N images, and the masking checks compare them with the
+  clean accuracy of the same N images (the record's
+  `"attacks": {"clean_accuracy_subset": ...}`). More images than the test
+  set holds is an error (`check_attack_images`), not clamped: a
+  comparison should not silently attack fewer images than it says. Kept
+  in the settings only when given, so records made before it existed
+  stay equal to those made without it.
 
 Results are keyed as the corruptions' (`robustness.column_key`):
 `"fgsm:0.1"`, `"pgd:0.1"`, `"vote_pgd:0.1"`, and in a comparison
@@ -46,6 +60,8 @@ ATTACK_LOSSES = ("margin", "cross_entropy", "score_margin")
 ATTACK_DEFAULTS = {"fgsm": [], "pgd": [], "pgd_steps": 10,
                    "pgd_restarts": 1, "loss": "score_margin", "vote": False,
                    "large_epsilon": attack_checks.LARGE_EPSILON}
+# Settings kept only when given (see the module docstring).
+ATTACK_OPTIONS = ("attack_images",)
 # Seed offsets (after the corruptions' 1 to 4), so each attack draws its
 # own random starts; the vote attack and the transfer share PGD's.
 _SEED_OFFSETS = {"fgsm": 5, "pgd": 6, "vote_pgd": 6, "transfer_pgd": 6}
@@ -80,7 +96,8 @@ def check_attacks(attacks):
             "Received an invalid type for `attacks`, expected a dict (e.g. "
             f"{{'fgsm': [0.1], 'pgd': [0.1]}}). Received: attacks="
             f"{attacks!r}")
-    unknown = sorted(set(attacks) - set(ATTACK_DEFAULTS))
+    unknown = sorted(set(attacks) - set(ATTACK_DEFAULTS)
+                     - set(ATTACK_OPTIONS))
     if unknown:
         raise ValueError(
             f"Received an invalid value for `attacks`: unknown keys "
@@ -119,9 +136,64 @@ def check_attacks(attacks):
             f"large_epsilon={large!r}")
     if large is not None:
         result["large_epsilon"] = float(large)
+    _check_subset_size(result)
     if not result["fgsm"] and not result["pgd"]:
         return None
     return result
+
+
+def _check_subset_size(result):
+    """Checks `"attack_images"` in place; drops it when `None`."""
+    count = result.pop("attack_images", None)
+    if count is None:
+        return
+    if isinstance(count, bool) or not isinstance(
+            count, (int, np.integer)) or count < 1:
+        raise ValueError(
+            "Received an invalid value for `attack_images`, expected an "
+            "integer >= 1 (attack the first N test images) or None (all "
+            f"of them). Received: attack_images={count!r}")
+    result["attack_images"] = int(count)
+
+
+def check_attack_images(attacks, num_images):
+    """Refuses an `"attack_images"` larger than the test set.
+
+    Args:
+        attacks: dict or `None`. `check_attacks`' settings.
+        num_images: int. The test images there are.
+
+    Example:
+
+    >>> check_attack_images({"attack_images": 20}, 10)
+    Traceback (most recent call last):
+    ...
+    ValueError: Received an invalid value for `attack_images`, expected at most the 10 images of the test set (or None: all of them). Received: attack_images=20
+    """  # noqa: E501
+    count = (attacks or {}).get("attack_images")
+    if count is not None and count > num_images:
+        raise ValueError(
+            "Received an invalid value for `attack_images`, expected at "
+            f"most the {num_images} images of the test set (or None: all "
+            f"of them). Received: attack_images={count}")
+
+
+def attack_subset(attacks, images, labels):
+    """The test images and labels the attacks run on: the first
+    `attacks["attack_images"]` (`check_attack_images`), or all of them.
+
+    Example:
+
+    >>> images, labels = attack_subset({"attack_images": 2},
+    ...                                np.zeros((5, 28, 28, 1)), np.arange(5))
+    >>> images.shape, labels.tolist()
+    ((2, 28, 28, 1), [0, 1])
+    """
+    check_attack_images(attacks, len(images))
+    count = (attacks or {}).get("attack_images")
+    if count is None:
+        return images, labels
+    return images[:count], labels[:count]
 
 
 def _epsilons(kind, values):
@@ -269,15 +341,22 @@ def attacked_sets(predictor, images, labels, attacks, seed,
                 batch_size)
 
 
-def attack_record(predictor, attacks, record):
+def attack_record(predictor, attacks, record, clean_subset=None):
     """The `"attacks"` and `"masking_checks"` entries of an evaluation
-    record holding the attack accuracies (`record["fgsm"]`, ...)."""
+    record holding the attack accuracies (`record["fgsm"]`, ...);
+    `clean_subset`: with `"attack_images"`, the clean accuracy of the
+    attacked images, recorded as `"clean_accuracy_subset"` and used as
+    the masking checks' epsilon 0."""
     target = None  # No vote attack asked for.
     if attacks["vote"]:
         target = "votes" if has_votes(predictor) else "output"
-    return {"attacks": {**attacks, "vote_target": target},
+    entry = {**attacks, "vote_target": target}
+    if attacks.get("attack_images") is not None:
+        entry["clean_accuracy_subset"] = clean_subset
+    return {"attacks": entry,
             "masking_checks": attack_checks.masking_checks(
-                record, large_epsilon=attacks["large_epsilon"])}
+                {**record, "attacks": entry},
+                large_epsilon=attacks["large_epsilon"])}
 
 
 def check_attack_model(model_path, argument_name="model_path"):

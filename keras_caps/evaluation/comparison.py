@@ -1268,6 +1268,7 @@ def results_markdown(results):
     lines += _speed_notes(results["routers"])
     lines += attack_checks.masking_markdown(results["routers"])
     lines += comparison_attacks.vote_note(settings, runs)
+    lines += comparison_attacks.subset_note(settings)
     lines += comparison_tables.costs_markdown(results["routers"])
     lines += comparison_tables.collapse_markdown(results["routers"],
                                                  columns(settings))

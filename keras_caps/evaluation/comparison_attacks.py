@@ -22,6 +22,10 @@ its white-box attack) and classifies them with each model, writing
   added to the model's `predictions.npz`, so the per-image tests cover the
   transfer columns too.
 
+With `"attack_images"` (the first N test images only), the transfer
+perturbations are made for those N images, and their classes are
+`"labels:attacks"` in `predictions.npz`.
+
 `masking_summary` gives each row the checks of
 `keras_caps.evaluation.attack_checks` over its seeds.
 """
@@ -61,7 +65,10 @@ def _transfer_settings(settings, source_digest):
             "pgd_restarts": attacks["pgd_restarts"],
             "loss": attacks["loss"], "seed": settings["evaluation_seed"],
             "adapt_batchnorm": bool(settings.get("adapt_batchnorm")),
-            "data": settings["data"]}
+            "data": settings["data"],
+            # Only when given: transfers made before it stay current.
+            **({"attack_images": attacks["attack_images"]}
+               if attacks.get("attack_images") is not None else {})}
 
 
 def _sha256(path):
@@ -156,6 +163,8 @@ def _transfer_seed(settings, expected, source, folders, options):
     images, labels = robustness.load_test_arrays(
         settings["dataset"], data_dir=data_dir,
         seed=settings["evaluation_seed"], download=download)
+    images, labels = attack_evaluation.attack_subset(settings["attacks"],
+                                                     images, labels)
     cnn = robustness.classifier(keras.saving.load_model(
         os.path.join(source, "model.keras")))
     attacked = {epsilon: attack_evaluation.adversarial_set(
@@ -177,7 +186,9 @@ def _classify_transfer(predictor, folder, attacked, labels, expected):
     from keras_caps.evaluation import batchnorm_adaptation
 
     saved = predictions_lib.read_predictions(folder)
-    if not np.array_equal(saved[predictions_lib.LABELS], labels):
+    # The attacked images' classes: "labels:attacks" for a subset.
+    labels_key = predictions_lib.labels_of(TRANSFER + ":", saved)
+    if not np.array_equal(saved[labels_key], labels):
         raise ValueError(
             f"{folder!r}: its predictions.npz holds other test images than "
             "the transfer attack's; evaluate the model again (move its "
@@ -235,7 +246,10 @@ def masking_summary(evaluations, settings):
     Returns:
         dict: `{"masking_checks": {"passed", "checks", "per_seed"}}`, see
         `attack_checks.summarize`; `"per_seed"`: each seed's
-        `attack_checks.masking_checks` result.
+        `attack_checks.masking_checks` result. With `"attack_images"`,
+        also `"attack_clean"`: the mean, std and per-seed values of the
+        clean accuracy of the attacked images (`epsilon_series`' epsilon
+        0).
     """
     attacks = settings.get("attacks")
     if not attacks:
@@ -244,7 +258,35 @@ def masking_summary(evaluations, settings):
         evaluation, large_epsilon=attacks["large_epsilon"])
         for evaluation in evaluations]
     return {"masking_checks": {**attack_checks.summarize(per_seed),
-                               "per_seed": per_seed}}
+                               "per_seed": per_seed},
+            **_subset_clean(evaluations, attacks)}
+
+
+def _subset_clean(evaluations, attacks):
+    """`{"attack_clean": {"mean", "std", "per_seed"}}`: the clean
+    accuracy of the attacked images over the seeds, when the attacks ran
+    on the first N test images only (else `{}`: the clean column's)."""
+    if attacks.get("attack_images") is None:
+        return {}
+    values = [attack_checks.clean_reference(evaluation)
+              for evaluation in evaluations]
+    return {"attack_clean": {
+        "mean": float(np.mean(values)),
+        "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+        "per_seed": values}}
+
+
+def subset_note(settings):
+    """The results.md note on attacks run on the first N test images
+    only (`"attack_images"`), or `[]`."""
+    count = (settings.get("attacks") or {}).get("attack_images")
+    if count is None:
+        return []
+    return ["", f"Attack columns (and their masking checks, whose ε = 0 "
+            f"is the clean accuracy of the same images): the first {count} "
+            "test images only (--attack-images), in the test set's fixed "
+            "order, for every model and seed; the clean and corruption "
+            "columns are on the whole test set."]
 
 
 def vote_note(settings, runs):
@@ -271,7 +313,8 @@ _PANEL_TITLES = {"fgsm": "FGSM", "pgd": "PGD", "vote_pgd": "vote PGD",
 
 def epsilon_series(results):
     """What `plot_accuracy_vs_epsilon` draws: per attack kind, per model,
-    the epsilons (0 first: the clean accuracy), and the mean and std
+    the epsilons (0 first: the clean accuracy, of the attacked images
+    when the attacks ran on a subset), and the mean and std
     accuracy over seeds at each.
 
     Returns:
@@ -297,12 +340,18 @@ def epsilon_series(results):
         points = [(0.0, "clean")] + sorted(points)
         series[kind] = {
             model: {"epsilon": [epsilon for epsilon, _ in points],
-                    "mean": [row["accuracy"][key]["mean"]
-                             for _, key in points],
-                    "std": [row["accuracy"][key]["std"]
-                            for _, key in points]}
+                    "mean": [_point(row, key)["mean"] for _, key in points],
+                    "std": [_point(row, key)["std"] for _, key in points]}
             for model, row in results["routers"].items()}
     return series
+
+
+def _point(row, key):
+    """A row's accuracy cell of `key`; epsilon 0 of attacks on a subset
+    is the clean accuracy of those images (`"attack_clean"`)."""
+    if key == "clean" and "attack_clean" in row:
+        return row["attack_clean"]
+    return row["accuracy"][key]
 
 
 def plot_accuracy_vs_epsilon(results, path, dpi=100):

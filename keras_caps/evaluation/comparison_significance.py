@@ -82,7 +82,7 @@ def per_image_correct(folder, key):
 
 
 def _correct(predictions, key, folder):
-    labels_key = predictions_lib.labels_of(key)
+    labels_key = predictions_lib.labels_of(key, predictions)
     labels = predictions.get(labels_key)
     if labels is None or len(labels) != len(predictions[key]):
         raise ValueError(
@@ -183,8 +183,9 @@ def _mcnemar(predictions, model, reference, seed, key):
                                    for name in (model, reference))
     if mine is None or theirs is None or key not in mine or key not in theirs:
         return None
-    labels = predictions_lib.labels_of(key)
-    if not np.array_equal(mine.get(labels), theirs.get(labels)):
+    labels = predictions_lib.labels_of(key, mine)
+    if labels != predictions_lib.labels_of(key, theirs) or not (
+            np.array_equal(mine.get(labels), theirs.get(labels))):
         logging.warning("%r and the reference's model of seed %d saved "
                         "predictions of other test images: no per-image "
                         "test.", folder, seed)
@@ -265,12 +266,22 @@ def _relative_error_table(rows, titles):
         cells = []
         for key, _ in corrupted:
             ratio = stats.relative_corruption_error(
-                row["accuracy"][key]["mean"], clean)
+                row["accuracy"][key]["mean"], _clean_of(row, key, clean))
             cells.append("n/a (no error)" if ratio is None
                          else "∞ (clean 100 %)" if math.isinf(ratio)
                          else f"{ratio:.2f}")
         lines.append(f"| {router} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _clean_of(row, key, clean):
+    """The clean accuracy column `key`'s error is relative to: for an
+    attack column of attacks on the first N test images, that of those
+    images (the row's `"attack_clean"`); else the clean column's."""
+    if key.startswith(predictions_lib.ATTACK_PREFIXES) and (
+            "attack_clean" in row):
+        return row["attack_clean"]["mean"]
+    return clean
 
 
 def _tests_table(statistics, titles):

@@ -23,6 +23,11 @@ array being image `i` of the same test set, in the test split's order:
   `"labels:viewpoints:novel"`: the clean predictions of the test images
   seen from the familiar and from the novel viewpoints (smallNORB's
   `viewpoints`, Hinton et al. 2018, §5.1), each in test-split order;
+- `"fgsm:<epsilon>"`, `"pgd:<epsilon>"`, `"vote_pgd:<epsilon>"`,
+  `"transfer_pgd:<epsilon>"`: the predictions on the attacked images
+  (`keras_caps.evaluation.attack_evaluation`); when the attacks ran on the
+  first N test images only (`"attack_images"`), their true classes are
+  under `"labels:attacks"` (N of them), else `"labels"`'s;
 - `"adapted:<key>"` for each key above but the labels: the predictions
   with the BatchNorm statistics re-estimated on that set
   (`adapt_batchnorm=True`; see
@@ -55,6 +60,11 @@ ADAPTED_PREFIX = "adapted:"
 # Sets of their own images (a subset of the test images, or other
 # images), whose true classes are under "labels:<key>".
 VIEWPOINT_KEYS = ("viewpoints:familiar", "viewpoints:novel")
+# The true classes of the attack columns when the attacks ran on a subset
+# of the test images (the first N); a file without them (every image
+# attacked, or written before subsets existed) pairs them with "labels".
+ATTACK_LABELS = "labels:attacks"
+ATTACK_PREFIXES = ("fgsm:", "pgd:", "vote_pgd:", "transfer_pgd:")
 # The version of this format, recorded in a comparison's evaluation
 # settings: a `robustness.json` of another version is evaluated again.
 FORMAT = 1
@@ -105,10 +115,25 @@ def confusion_matrix(labels, predicted, num_classes):
         num_classes, num_classes)
 
 
-def labels_of(key):
-    """The key of the true classes of the predictions under `key`."""
+def labels_of(key, available=None):
+    """The key of the true classes of the predictions under `key`.
+
+    Args:
+        key: str. A predictions key.
+        available: the keys of the predictions (a dict or a list) `key`
+            is among: an attack column's classes are `ATTACK_LABELS` when
+            these hold them (attacks on a subset), else `"labels"`.
+
+    Example:
+
+    >>> labels_of("pgd:0.1"), labels_of("pgd:0.1", ["labels:attacks"])
+    ('labels', 'labels:attacks')
+    """
     base = key[len(ADAPTED_PREFIX):] if key.startswith(ADAPTED_PREFIX) \
         else key
+    if base.startswith(ATTACK_PREFIXES):
+        return (ATTACK_LABELS if available is not None
+                and ATTACK_LABELS in available else LABELS)
     if base in VIEWPOINT_KEYS:
         return f"{LABELS}:{base}"
     return AFFINE_LABELS if base == "affine" else LABELS
@@ -140,8 +165,8 @@ def confusion_matrices(predictions, num_classes):
     matrices["noise:0.2"].sum(axis=0)  # how often each class is predicted
     ```
     """
-    return {key: confusion_matrix(predictions[labels_of(key)], predicted,
-                                  num_classes)
+    return {key: confusion_matrix(predictions[labels_of(key, predictions)],
+                                  predicted, num_classes)
             for key, predicted in predictions.items()
             if not is_labels_key(key)}
 
@@ -230,7 +255,8 @@ def _check_predictions(path, predictions):
             f"{path!r} is not a predictions file: it has no {LABELS!r} "
             f"array. Received keys: {sorted(predictions)}")
     for key, array in predictions.items():
-        reference = key if is_labels_key(key) else labels_of(key)
+        reference = (key if is_labels_key(key)
+                     else labels_of(key, predictions))
         expected = len(predictions.get(reference, ()))
         if (array.ndim != 1 or not np.issubdtype(array.dtype, np.integer)
                 or len(array) != expected):

@@ -269,7 +269,9 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         attacks: dict or `None`. Adversarial attacks on the test images
             (FGSM, PGD, the vote attack; see
             `keras_caps.evaluation.attack_evaluation.check_attacks`), each
-            seeded from `seed`. Defaults to `None`: none.
+            seeded from `seed`; with `"attack_images": N`, on the first N
+            test images only (their true classes `"labels:attacks"` in
+            the predictions). Defaults to `None`: none.
 
     Returns:
         dict: `"clean"` with `accuracy`, `macro_accuracy` (the mean over
@@ -295,7 +297,8 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         `"multiply_adds"` of the classifier path, `"decoder_multiply_adds"`);
         `"seed"`, `"dataset"`; with `attacks`, `"fgsm"`, `"pgd"` (and
         `"vote_pgd"`): epsilon (as a string) -> accuracy, `"attacks"`: the
-        settings, and `"masking_checks"`
+        settings (with `"attack_images"`, also `"clean_accuracy_subset"`,
+        the clean accuracy of the attacked images), and `"masking_checks"`
         (`keras_caps.evaluation.attack_checks.masking_checks`).
 
     Example:
@@ -325,7 +328,7 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     images, labels = load_test_arrays(dataset, data_dir=data_dir, seed=seed,
                                       dataset_options=dataset_options,
                                       download=download)
-
+    attack_evaluation.check_attack_images(attacks, len(images))
     predict, scores, predicted = _clean_pass(predictor, images, labels,
                                              batch_size)
     record = {"dataset": dataset, "seed": seed, **scores,
@@ -410,8 +413,13 @@ def _attack(predictor, test_set, attacks, seed, record, sets, options):
     and `record` (`"fgsm"`, `"pgd"`, `"vote_pgd"`, `"attacks"`,
     `"masking_checks"`); a model without votes gets its PGD predictions
     as its vote attack's."""
-    images, labels = test_set
+    images, labels = attack_evaluation.attack_subset(attacks, *test_set)
     predict, batch_size, adapt_batchnorm = options
+    clean_subset = None
+    if attacks.get("attack_images") is not None:  # The first N images.
+        sets.predictions[predictions_lib.ATTACK_LABELS] = labels
+        clean_subset = float(np.mean(
+            sets.predictions["clean"][:len(labels)] == labels))
     for kind, epsilon, adversarial in attack_evaluation.attacked_sets(
             predictor, images, labels, attacks, seed, batch_size):
         key = column_key(kind, epsilon)
@@ -430,7 +438,7 @@ def _attack(predictor, test_set, attacks, seed, record, sets, options):
         record.setdefault(kind, {})[str(epsilon)] = float(
             np.mean(sets.predictions[key] == labels))
     record.update(attack_evaluation.attack_record(predictor, attacks,
-                                                  record))
+                                                  record, clean_subset))
 
 
 class _PredictionSets:
@@ -442,7 +450,7 @@ class _PredictionSets:
 
     def add(self, key, predicted, labels):
         self.predictions[key] = predicted
-        labels_key = predictions_lib.labels_of(key)
+        labels_key = predictions_lib.labels_of(key, self.predictions)
         if labels_key != predictions_lib.LABELS:  # A set of its own.
             self.predictions[labels_key] = labels
 
@@ -462,7 +470,8 @@ class _PredictionSets:
             if predictions_lib.is_labels_key(key):
                 continue
             shares[key] = predictions_lib.majority_share(predicted)
-            truth = self.predictions[predictions_lib.labels_of(key)]
+            truth = self.predictions[predictions_lib.labels_of(
+                key, self.predictions)]
             accuracies[key] = float(np.mean(predicted == truth))
         prefix = predictions_lib.ADAPTED_PREFIX
         result = {"majority_share": {key: value for key, value in

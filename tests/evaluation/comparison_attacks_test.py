@@ -11,6 +11,7 @@ from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attacks as attacks_lib
 from keras_caps.evaluation import comparison
 from keras_caps.evaluation import comparison_attacks
+from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.evaluation import robustness
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
@@ -126,3 +127,44 @@ class CompareAttacksTest(TestCase):
         self.assertEqual([os.path.getmtime(path) for path in files], before)
         self.assertEqual(again["routers"]["uniform"]["accuracy"],
                          results["routers"]["uniform"]["accuracy"])
+        _check_attack_subset(self, kwargs, output_dir)
+
+
+def _check_attack_subset(test, kwargs, output_dir):
+    """Resumed with `attack_images=6`: evaluated again (nothing trained)
+    with every attack column, the transfer included, on the first 6 test
+    images, and the masking checks' epsilon 0 their clean accuracy."""
+    # PGD only (no FGSM, vote attack or large epsilon), to stay short.
+    results = comparison.compare(["uniform", "cnn"], "mnist", attacks={
+        "pgd": [0.1], "pgd_steps": 1, "large_epsilon": None,
+        "attack_images": 6}, **kwargs)
+    test.assertFalse(any(run["trained_now"] for run in results["models"]))
+    test.assertEqual(results["settings"]["attacks"]["attack_images"], 6)
+    digits, labels = synthetic_digits(16, seed=1)
+    images, labels = digits[:6, ..., None].astype("float32"), labels[:6]
+    cnn, uniform = (_classifier(output_dir, router)
+                    for router in ("cnn", "uniform"))
+    transferred, white_box = (attacks_lib.adversarial_images(
+        source, images, labels, epsilon=0.1, steps=1, seed=_SEED + 6000,
+        loss="score_margin") for source in (cnn, uniform))
+    with open(os.path.join(output_dir, "results.csv")) as file:
+        rows = {row["router"]: row for row in csv.DictReader(file)}
+    test.assertEqual(float(rows["uniform"]["transfer_pgd:0.1_mean"]),
+                     _accuracy(uniform, transferred, labels))
+    test.assertEqual(float(rows["uniform"]["pgd:0.1_mean"]),
+                     _accuracy(uniform, white_box, labels))
+    saved = predictions_lib.read_predictions(_folder(output_dir, "uniform"))
+    np.testing.assert_array_equal(saved["labels:attacks"], labels)
+    test.assertEqual(len(saved["clean"]), 16)
+    for key in ("pgd:0.1", "transfer_pgd:0.1", "adapted:transfer_pgd:0.1"):
+        test.assertEqual(len(saved[key]), 6, key)
+    for key in ("pgd:0.1", "transfer_pgd:0.1"):
+        test.assertIsNotNone(
+            results["statistics"]["models"]["cnn"][key]["mcnemar"][0], key)
+    clean_subset = float(np.mean(saved["clean"][:6] == labels))
+    per_seed = results["routers"]["uniform"]["masking_checks"]["per_seed"]
+    test.assertEqual(per_seed[0]["checks"][0]["values"]["0"], clean_subset)
+    test.assertEqual(results["routers"]["uniform"]["attack_clean"]["mean"],
+                     clean_subset)
+    with open(os.path.join(output_dir, "results.md")) as file:
+        test.assertIn("the first 6 test images only", file.read())
