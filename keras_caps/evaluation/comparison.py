@@ -99,6 +99,7 @@ from keras_caps.training.atomic_files import write_text_atomically
 from keras_caps.training.fit import check_backend
 from keras_caps.training.record_files import UnreadableRecordError
 from keras_caps.training.record_files import read_json_record
+from keras_caps.training.record_files import read_record_made_with
 from keras_caps.training.training_settings import PROTOCOLS
 from keras_caps.training.training_settings import TrainingSettings
 from keras_caps.validation import check_bool
@@ -796,15 +797,10 @@ def _finished_evaluation(folder, evaluation):
     settings (`_evaluation_settings`); `None` if there is none, it was
     made with other settings, or it is unreadable (it is computed again:
     compare wrote it, from the model)."""
-    path = os.path.join(folder, "robustness.json")
-    if not os.path.exists(path):
-        return None
-    try:
-        finished = read_json_record(path)
-    except UnreadableRecordError as error:
-        logging.warning("%s The model is evaluated again.", error)
-        return None
-    if finished.get("settings") != json.loads(json.dumps(evaluation)):
+    finished = read_record_made_with(
+        os.path.join(folder, "robustness.json"), evaluation,
+        "The model is evaluated again.")
+    if finished is None:
         return None
     if evaluation.get("predictions") and not _readable_predictions(folder):
         return None

@@ -31,7 +31,6 @@ perturbations are made for those N images, and their classes are
 """
 
 import hashlib
-import json
 import logging
 import os
 
@@ -42,8 +41,7 @@ from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
 from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.training.atomic_files import write_json_atomically
-from keras_caps.training.record_files import UnreadableRecordError
-from keras_caps.training.record_files import read_json_record
+from keras_caps.training.record_files import read_record_made_with
 
 TRANSFER_SOURCE = "cnn"
 TRANSFER_FILE = "transfer.json"
@@ -82,15 +80,10 @@ def _sha256(path):
 def finished_transfer(folder, expected):
     """The model's `transfer.json` if made with the `expected` settings
     and its predictions are in `predictions.npz`; else `None`."""
-    path = os.path.join(folder, TRANSFER_FILE)
-    if not os.path.exists(path):
-        return None
-    try:
-        record = read_json_record(path)
-    except UnreadableRecordError as error:
-        logging.warning("%s The transfer attack is evaluated again.", error)
-        return None
-    if record.get("settings") != json.loads(json.dumps(expected)):
+    record = read_record_made_with(
+        os.path.join(folder, TRANSFER_FILE), expected,
+        "The transfer attack is evaluated again.")
+    if record is None:
         return None
     try:
         saved = predictions_lib.read_predictions(folder)

@@ -8,6 +8,8 @@ the file, so nobody has to guess which of a run's records is broken.
 """
 
 import json
+import logging
+import os
 
 
 class UnreadableRecordError(ValueError):
@@ -54,4 +56,31 @@ def read_json_record(path):
     if not isinstance(record, dict):
         raise UnreadableRecordError(
             path, f"expected a JSON object, found {type(record).__name__}")
+    return record
+
+
+def read_record_made_with(path, settings, redo):
+    """The record in `path` if its `"settings"` are `settings` (compared
+    as JSON: tuples read back as lists); else `None`.
+
+    A missing file, other settings or an unreadable file (logged with
+    `redo`, what the caller does instead) all mean the work is done again.
+
+    Example:
+
+    ```python
+    record = read_record_made_with(
+        "runs/compare/models/dynamic_seed0/robustness.json", evaluation,
+        "The model is evaluated again.")
+    ```
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        record = read_json_record(path)
+    except UnreadableRecordError as error:
+        logging.warning("%s %s", error, redo)
+        return None
+    if record.get("settings") != json.loads(json.dumps(settings)):
+        return None
     return record
