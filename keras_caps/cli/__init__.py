@@ -31,6 +31,7 @@ from keras_caps.cli.export_command import add_export_command
 from keras_caps.cli.plot_command import add_plot_command
 from keras_caps.cli.predict_command import add_predict_command
 from keras_caps.cli.train_command import add_train_command
+from keras_caps.jax_gc_callback import remove_unused_jax_gc_callback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -77,6 +78,7 @@ def main(argv=None):
     ```
     """
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    remove_unused_jax_gc_callback()
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

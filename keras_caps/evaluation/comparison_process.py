@@ -39,6 +39,8 @@ import sys
 import threading
 import time
 
+from keras_caps.jax_gc_callback import remove_unused_jax_gc_callback
+
 # <linux/prctl.h>
 _PR_SET_PDEATHSIG = 1
 # Seconds the parent waits, after Ctrl-C, for the child to stop by itself
@@ -363,6 +365,7 @@ def _run_task(task):
     from keras_caps.evaluation import comparison
     from keras_caps.training.training_settings import TrainingSettings
 
+    remove_unused_jax_gc_callback()  # TensorFlow, imported now, loads JAX.
     task = {**task,
             "settings": TrainingSettings.from_record(task["settings"])}
     comparison.train_and_evaluate(**task)
