@@ -6,9 +6,10 @@ scale); models scale them themselves.
 
 TensorFlow is imported only when a `tf.data` pipeline is used: `DATASETS`,
 `load` and the NumPy-only modules (`idx`, the IDX reader, `holdout`, the
-validation split, `numpy_augmentation` and `image_batches`, the
-TensorFlow-free pipeline of mnist and fashion_mnist) work on machines
-without TensorFlow, e.g. with the JAX backend.
+validation split, `numpy_augmentation`, `image_batches` and
+`multi_mnist_batches`, the TensorFlow-free pipeline of mnist,
+fashion_mnist and multi_mnist) work on machines without TensorFlow, e.g.
+with the JAX backend.
 """
 
 import importlib
@@ -23,7 +24,8 @@ _SUBMODULES = ("affnist",
                "npz_arrays", "pipeline", "smallnorb", "sources",
                "tfds_images", "tfds_splits", "user_dataset", "viewpoints",
                "augmentation_parameters", "image_batches",
-               "numpy_augmentation", "numpy_pipeline")
+               "multi_mnist_batches", "numpy_augmentation",
+               "numpy_pipeline")
 
 
 def __getattr__(name):

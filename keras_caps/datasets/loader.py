@@ -39,6 +39,8 @@ def _function(module_and_name):
 
 
 def _loader(dataset, input_pipeline):
+    if input_pipeline == "numpy" and dataset == "multi_mnist":
+        return numpy_pipeline.load_multi_mnist
     if input_pipeline == "numpy":
         return functools.partial(numpy_pipeline.load_mnist_format, dataset)
     return _function(_LOADERS[dataset])
@@ -86,12 +88,12 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     files.
 
     Two input pipelines yield these batches: `tf.data` (a
-    `tf.data.Dataset`) and, for mnist and fashion_mnist, a TensorFlow-free
-    one (a `keras.utils.PyDataset` made with NumPy, see
+    `tf.data.Dataset`) and, for mnist, fashion_mnist and multi_mnist, a
+    TensorFlow-free one (a `keras.utils.PyDataset` made with NumPy, see
     `keras_caps.datasets.numpy_pipeline`), with the same structure, holdout
     split and augmentation distributions; the training order and the
     augmentation draws come from different random generators. By default
-    (`input_pipeline="auto"`) mnist and fashion_mnist use the NumPy one
+    (`input_pipeline="auto"`) these three use the NumPy one
     when the Keras backend is not TensorFlow or TensorFlow cannot be
     imported (there, IDX files in a data folder are needed, as TFDS needs
     TensorFlow); the other datasets need TensorFlow on every backend.
@@ -111,8 +113,8 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
         shuffle_buffer_size: int or `None`. Defaults to the split size.
         download: bool. Let TFDS download a dataset that is not prepared.
             Defaults to `True`.
-        input_pipeline: str. `"auto"`, `"numpy"` (mnist and fashion_mnist)
-            or `"tf_data"`. Defaults to `"auto"`.
+        input_pipeline: str. `"auto"`, `"numpy"` (mnist, fashion_mnist,
+            multi_mnist) or `"tf_data"`. Defaults to `"auto"`.
         workers, use_multiprocessing, max_queue_size: `None` (Keras'
             defaults) or the `keras.utils.PyDataset` options of the NumPy
             pipeline: threads (or processes) making batches ahead.
@@ -150,7 +152,8 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     if input_pipeline == "tf_data" and given:
         raise ValueError(
             f"{given} are options of the NumPy input pipeline "
-            "(input_pipeline='numpy', mnist and fashion_mnist); tf.data "
+            f"(input_pipeline='numpy', {list(numpy_pipeline.NUMPY_DATASETS)}"
+            "); tf.data "
             f"sets its own parallelism. Received: dataset={dataset!r}, "
             f"{', '.join(f'{name}={queue[name]!r}' for name in given)}")
     loader = _loader(dataset, input_pipeline)

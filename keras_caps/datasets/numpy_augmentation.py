@@ -181,24 +181,26 @@ def _bilinear_rotation(images, degrees):
     # (batch, 28, 28): where each output pixel samples the input.
     source_x = cos * x - sin * y + (center - cos * center + sin * center)
     source_y = sin * x + cos * y + (center - sin * center - cos * center)
+    # Zero borders (1 before, 2 after) stand for everything outside: a
+    # sample clipped to [-1, 28] reads only zeros where it left the image.
+    padded = np.pad(images[..., 0], ((0, 0), (1, 2), (1, 2)))
+    width = _SIZE + 3
+    flat = padded.reshape(batch, width * width)
+    source_x = np.clip(source_x, -1.0, float(_SIZE))
+    source_y = np.clip(source_y, -1.0, float(_SIZE))
     x0, y0 = np.floor(source_x), np.floor(source_y)
-    flat = images.reshape(batch, _SIZE * _SIZE)
-    out = np.zeros((batch, _SIZE, _SIZE), np.float32)
     # The weights of the lower and upper neighbour along each axis.
     row_weights = (y0 + np.float32(1.0) - source_y, source_y - y0)
     column_weights = (x0 + np.float32(1.0) - source_x, source_x - x0)
+    corner = ((y0 + 1.0) * width + (x0 + 1.0)).astype(np.intp).reshape(
+        batch, -1)
+    out = np.zeros((batch, _SIZE * _SIZE), np.float32)
     for dy in (0, 1):
-        row = y0 + dy
         for dx in (0, 1):
-            column = x0 + dx
-            weight = row_weights[dy] * column_weights[dx]
-            inside = ((row >= 0) & (row < _SIZE) & (column >= 0)
-                      & (column < _SIZE))
-            index = (np.clip(row, 0, _SIZE - 1) * _SIZE
-                     + np.clip(column, 0, _SIZE - 1)).astype(np.intp)
-            values = np.take_along_axis(flat, index.reshape(batch, -1), 1)
-            out += np.where(inside, weight * values.reshape(out.shape), 0.0)
-    return out[..., None]
+            values = np.take_along_axis(flat, corner + (dy * width + dx), 1)
+            out += (row_weights[dy] * column_weights[dx]).reshape(
+                batch, -1) * values
+    return out.reshape(batch, _SIZE, _SIZE, 1)
 
 
 def margin_shift(occupied, towards_end, amounts):
@@ -253,11 +255,15 @@ def roll(images, row_shift, column_shift):
     >>> int(roll(image, np.array([1]), np.array([2]))[0, 1, 2, 0])
     0
     """
+    images = np.asarray(images)
     positions = np.arange(_SIZE)[None, :]
     rows = (positions - np.asarray(row_shift)[:, None]) % _SIZE  # (b, 28)
     columns = (positions - np.asarray(column_shift)[:, None]) % _SIZE
-    images = np.take_along_axis(images, rows[:, :, None, None], axis=1)
-    return np.take_along_axis(images, columns[:, None, :, None], axis=2)
+    # One gather of the flattened pixels: (b, 28 * 28).
+    index = (rows[:, :, None] * _SIZE + columns[:, None, :]).reshape(
+        len(images), -1)
+    flat = images.reshape(len(images), _SIZE * _SIZE)
+    return np.take_along_axis(flat, index, axis=1).reshape(images.shape)
 
 
 def squish(images, width_cut, offset_extra):
