@@ -168,9 +168,10 @@ def test_bad_arguments(data_dir, kwargs, error, message):
         load("mnist", "train", batch_size=4, data_dir=data_dir, **kwargs)
 
 
-def test_numpy_pipeline_only_for_mnist_formats():
+def test_numpy_pipeline_only_for_its_datasets():
     with pytest.raises(ValueError, match=r"covers the datasets \['mnist', "
-                       r"'fashion_mnist'\] only.*dataset='smallnorb'"):
+                       r"'fashion_mnist', 'multi_mnist'\] only.*"
+                       r"dataset='smallnorb'"):
         load("smallnorb", "train", batch_size=4, input_pipeline="numpy")
 
 
@@ -223,7 +224,10 @@ _TENSORFLOW_FREE_SCRIPT = textwrap.dedent("""
                                 "reconstruction": "mse"})
     history = model.fit(train, validation_data=validation, epochs=2,
                         shuffle=False, verbose=0)
-    print(type(train).__name__, len(train), len(validation))
+    pairs = keras_caps.datasets.load("multi_mnist", "train", batch_size=4,
+                                     data_dir=data_dir, pairs_per_epoch=8)
+    print(type(train).__name__, len(train), len(validation),
+          type(pairs).__name__, pairs[1][0]["image"].shape)
     print(len(history.history["loss"]), "val_loss" in history.history,
           train.epoch)
     try:
@@ -244,7 +248,7 @@ def test_trains_on_jax_without_tensorflow(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     # 40 digits: a holdout of 4, 36 to train on in 4 batches of 8.
-    assert lines[0] == "ImageBatches 4 1"
+    assert lines[0] == "ImageBatches 4 1 MultiMnistBatches (4, 36, 36, 1)"
     # Two epochs trained, each a new shuffle (JAX's trainer also ends one
     # after reading a first batch to build the model: 3).
     trained, validated, epochs = lines[1].split()
@@ -257,5 +261,5 @@ def test_trains_on_jax_without_tensorflow(tmp_path):
 
 def test_the_package_lists_the_new_modules():
     for name in ("numpy_augmentation", "image_batches", "numpy_pipeline",
-                 "augmentation_parameters"):
+                 "augmentation_parameters", "multi_mnist_batches"):
         assert name in dir(keras_caps.datasets)
