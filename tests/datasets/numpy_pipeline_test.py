@@ -195,12 +195,22 @@ def test_fashion_mnist_reads_its_subfolder(tmp_path):
 _TENSORFLOW_FREE_SCRIPT = textwrap.dedent("""
     import sys
 
-    class RefuseTensorFlow:
+    # Wraps the import finders so that TensorFlow and TFDS look uninstalled:
+    # `import tensorflow` fails and `find_spec` answers None (PyTorch asks).
+    class HideTensorFlow:
+
+        def __init__(self, finder):
+            self.finder = finder
+
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] in ("tensorflow", "tensorflow_datasets"):
-                raise ImportError(f"{name} is refused in this test")
+                return None
+            return self.finder.find_spec(name, path, target)
 
-    sys.meta_path.insert(0, RefuseTensorFlow())
+        def __getattr__(self, name):
+            return getattr(self.finder, name)
+
+    sys.meta_path[:] = [HideTensorFlow(finder) for finder in sys.meta_path]
     import keras
     import keras_caps
 
