@@ -183,24 +183,25 @@ def _bilinear_rotation(images, degrees):
     source_y = sin * x + cos * y + (center - sin * center - cos * center)
     # Zero borders (1 before, 2 after) stand for everything outside: a
     # sample clipped to [-1, 28] reads only zeros where it left the image.
-    padded = np.pad(images[..., 0], ((0, 0), (1, 2), (1, 2)))
     width = _SIZE + 3
-    flat = padded.reshape(batch, width * width)
+    padded = np.zeros((batch, width, width), np.float32)
+    padded[:, 1:_SIZE + 1, 1:_SIZE + 1] = images[..., 0]
+    flat = padded.reshape(-1)
     source_x = np.clip(source_x, -1.0, float(_SIZE))
     source_y = np.clip(source_y, -1.0, float(_SIZE))
     x0, y0 = np.floor(source_x), np.floor(source_y)
     # The weights of the lower and upper neighbour along each axis.
     row_weights = (y0 + np.float32(1.0) - source_y, source_y - y0)
     column_weights = (x0 + np.float32(1.0) - source_x, source_x - x0)
-    corner = ((y0 + 1.0) * width + (x0 + 1.0)).astype(np.intp).reshape(
-        batch, -1)
-    out = np.zeros((batch, _SIZE * _SIZE), np.float32)
+    # Index of each sample's upper-left neighbour in the flattened batch.
+    corner = ((y0 + 1.0) * width + (x0 + 1.0)).astype(np.intp) + (
+        np.arange(batch) * width * width)[:, None, None]
+    out = np.zeros((batch, _SIZE, _SIZE), np.float32)
     for dy in (0, 1):
         for dx in (0, 1):
-            values = np.take_along_axis(flat, corner + (dy * width + dx), 1)
-            out += (row_weights[dy] * column_weights[dx]).reshape(
-                batch, -1) * values
-    return out.reshape(batch, _SIZE, _SIZE, 1)
+            values = np.take(flat, corner + (dy * width + dx))
+            out += row_weights[dy] * column_weights[dx] * values
+    return out[..., None]
 
 
 def margin_shift(occupied, towards_end, amounts):
@@ -259,11 +260,10 @@ def roll(images, row_shift, column_shift):
     positions = np.arange(_SIZE)[None, :]
     rows = (positions - np.asarray(row_shift)[:, None]) % _SIZE  # (b, 28)
     columns = (positions - np.asarray(column_shift)[:, None]) % _SIZE
-    # One gather of the flattened pixels: (b, 28 * 28).
-    index = (rows[:, :, None] * _SIZE + columns[:, None, :]).reshape(
-        len(images), -1)
-    flat = images.reshape(len(images), _SIZE * _SIZE)
-    return np.take_along_axis(flat, index, axis=1).reshape(images.shape)
+    # One gather of the flattened batch: (b, 28, 28).
+    index = (rows[:, :, None] * _SIZE + columns[:, None, :]
+             + (np.arange(len(images)) * _SIZE * _SIZE)[:, None, None])
+    return np.take(images.reshape(-1), index).reshape(images.shape)
 
 
 def squish(images, width_cut, offset_extra):
