@@ -196,7 +196,8 @@ def training_statistics(dataset, *, data_dir=None, seed=42,
             f". Received: dataset={dataset!r}")
     check_bool("download", download)
     viewpoints_lib.check_viewpoints(dataset, viewpoints)
-    numpy_pipeline.require_tensorflow(f"The {dataset!r} input statistics")
+    numpy_pipeline.require_tensorflow(
+        f"Computing the {dataset!r} input statistics")
     extra = {} if viewpoints is None else {"viewpoints": viewpoints}
     return _function(_TRAINING_STATISTICS[dataset])(
         data_dir=data_dir, seed=seed, validation=validation,

@@ -244,6 +244,10 @@ _TENSORFLOW_FREE_SCRIPT = textwrap.dedent("""
         keras_caps.datasets.load("smallnorb", "train", batch_size=8)
     except ValueError as error:
         print("smallnorb:", error)
+    try:
+        keras_caps.datasets.training_statistics("smallnorb")
+    except ValueError as error:
+        print("statistics:", error)
     print("tensorflow" in sys.modules, keras.backend.backend())
 """)
 
@@ -266,7 +270,9 @@ def test_trains_on_jax_without_tensorflow(tmp_path):
     assert lines[2].startswith("smallnorb: The 'smallnorb' input pipeline "
                                "needs TensorFlow")
     assert "pip install tensorflow tensorflow-datasets" in lines[2]
-    assert lines[3] == "False jax"
+    assert lines[3].startswith("statistics: Computing the 'smallnorb' input "
+                               "statistics needs TensorFlow and TFDS")
+    assert lines[4] == "False jax"
 
 
 def test_the_package_lists_the_new_modules():
