@@ -1,12 +1,15 @@
-"""Input pipelines of the capsule-network benchmarks (TensorFlow `tf.data`).
+"""Input pipelines of the capsule-network benchmarks (`tf.data` or NumPy).
 
 `load(dataset, split, ...)` returns batches for `model.fit`; `DATASETS`
 describes each dataset. Images are yielded as raw pixels (float32, 0-255
 scale); models scale them themselves.
 
-TensorFlow is imported only when a pipeline is used: `DATASETS` and the
-NumPy-only modules (`idx`, the IDX reader, and `holdout`, the validation
-split) work on machines without TensorFlow, e.g. with the JAX backend.
+TensorFlow is imported only when a `tf.data` pipeline is used: `DATASETS`,
+`load` and the NumPy-only modules (`idx`, the IDX reader, `holdout`, the
+validation split, `numpy_augmentation`, `image_batches` and
+`multi_mnist_batches`, the TensorFlow-free pipeline of mnist,
+fashion_mnist and multi_mnist) work on machines without TensorFlow, e.g.
+with the JAX backend.
 """
 
 import importlib
@@ -19,7 +22,10 @@ _SUBMODULES = ("affnist",
                "idx", "image_arrays", "image_folder", "image_memory",
                "image_shifts", "mnist", "mnist_canvas", "multi_mnist",
                "npz_arrays", "pipeline", "smallnorb", "sources",
-               "tfds_images", "tfds_splits", "user_dataset", "viewpoints")
+               "tfds_images", "tfds_splits", "user_dataset", "viewpoints",
+               "augmentation_parameters", "image_batches",
+               "multi_mnist_batches", "numpy_augmentation",
+               "numpy_pipeline")
 
 
 def __getattr__(name):

@@ -29,23 +29,22 @@ Images are raw pixels (float32 in [0, 255]); every step is scale-free, so
 the official code's /256 scaling makes no difference.
 """
 
-import functools
 import math
 
-import numpy as np
 import tensorflow as tf
 
+from keras_caps.datasets import augmentation_parameters as parameters
 from keras_caps.datasets import crops
 
-_SIZE = 28
-_STDDEV = 0.33
-_CLIP = 0.9999
-_MAX_ANGLE = 30.0
-_MAX_SQUISH = _SIZE // 4  # 7 pixels
-_ERASE_SIZE = 4
-_ERASE_LOW = 4
-_ERASE_POSITIONS = 19  # corners 4..22
-_PIXEL_MAX = 255.0
+_SIZE = parameters.SIZE
+_STDDEV = parameters.STDDEV
+_CLIP = parameters.CLIP
+_MAX_ANGLE = parameters.MAX_ANGLE
+_MAX_SQUISH = parameters.MAX_SQUISH
+_ERASE_SIZE = parameters.ERASE_SIZE
+_ERASE_LOW = parameters.ERASE_LOW
+_ERASE_POSITIONS = parameters.ERASE_POSITIONS
+_PIXEL_MAX = parameters.PIXEL_MAX
 
 
 def augment_mnist(images, seed):
@@ -74,18 +73,94 @@ def augment_mnist(images, seed):
     return _erase(images, seeds[3])
 
 
+def draw_parameters(batch_size, seed):
+    """The random values `augment_mnist(images, seed)` draws, per image.
+
+    The same draws as `augment_mnist` makes for a batch of `batch_size`,
+    as a dict of the keys `keras_caps.datasets.numpy_augmentation.
+    draw_parameters` returns (see there), so that the two versions can be
+    compared draw for draw.
+
+    Args:
+        batch_size: int.
+        seed: int or int64 tensor of shape `(2,)`. The stateless seed.
+
+    Returns:
+        dict of tensors with leading dimension `batch_size`.
+
+    Example:
+
+    >>> draws = draw_parameters(3, seed=(1, 2))
+    >>> tuple(draws["erase_corners"].shape)
+    (3, 2)
+    """
+    seed = tf.convert_to_tensor(seed, dtype_hint=tf.int64)
+    seeds = tf.random.experimental.stateless_split(seed, num=4)
+    towards_end, amounts = _shift_draws(batch_size, seeds[1])
+    width_cut, offset_extra = _squish_draws(batch_size, seeds[2])
+    return {
+        "degrees": _rotation_degrees(batch_size, seeds[0]),
+        "row_towards_end": towards_end[:, 0],
+        "row_amount": amounts[:, 1],
+        "column_towards_end": towards_end[:, 1],
+        "column_amount": amounts[:, 0],
+        "squish_width_cut": width_cut,
+        "squish_offset_extra": offset_extra,
+        "erase_corners": _erase_corners(batch_size, seeds[3]),
+    }
+
+
+def apply_parameters(images, parameters):
+    """Applies the four steps with given draws (see `draw_parameters`).
+
+    `augment_mnist(images, seed)` is `apply_parameters(images,
+    draw_parameters(batch_size, seed))`; with the draws of
+    `keras_caps.datasets.numpy_augmentation.draw_parameters` it gives the
+    NumPy version's pixels (up to float rounding).
+
+    Args:
+        images: float32 tensor `(batch_size, 28, 28, 1)`, raw pixels.
+        parameters: dict of per-image draws, the keys of
+            `draw_parameters`.
+
+    Returns:
+        float32 tensor of the same shape, values in [0, 255].
+
+    Example:
+
+    >>> images = tf.zeros((2, 28, 28, 1))
+    >>> out = apply_parameters(images, draw_parameters(2, seed=(1, 2)))
+    >>> tuple(out.shape)
+    (2, 28, 28, 1)
+    """
+    images = tf.convert_to_tensor(images, dtype=tf.float32)
+    p = {key: tf.convert_to_tensor(value) for key, value in parameters.items()}
+    images = _rotate_by(images, tf.cast(p["degrees"], tf.float32))
+    towards_end = tf.stack([tf.cast(p["row_towards_end"], tf.bool),
+                            tf.cast(p["column_towards_end"], tf.bool)], 1)
+    # As drawn: column amounts first (see `_shift_by_draws`).
+    amounts = tf.cast(tf.stack([p["column_amount"], p["row_amount"]], 1),
+                      tf.float32)
+    images = _shift_by_draws(images, towards_end, amounts)
+    images = _squish_by(images, tf.cast(p["squish_width_cut"], tf.int32),
+                        tf.cast(p["squish_offset_extra"], tf.int32))
+    return _erase_at(images, tf.cast(p["erase_corners"], tf.int32))
+
+
 def _clipped_normal(shape, seed):
     values = tf.random.stateless_normal(shape, seed, stddev=_STDDEV)
     return tf.clip_by_value(values, -_CLIP, _CLIP)
 
 
 def _rotate(images, seed):
-    batch_size = tf.shape(images)[0]
+    return _rotate_by(images, _rotation_degrees(tf.shape(images)[0], seed))
+
+
+def _rotation_degrees(batch_size, seed):
     draws = _clipped_normal([batch_size, 2], seed)
     degrees = tf.cast(tf.cast(draws[:, 0] * _MAX_ANGLE, tf.int32),
                       tf.float32)  # int() truncates towards zero
-    degrees = tf.where(draws[:, 1] <= 0.0, degrees, 0.0)
-    return _rotate_by(images, degrees)
+    return tf.where(draws[:, 1] <= 0.0, degrees, 0.0)
 
 
 def _rotate_by(images, degrees):
@@ -108,13 +183,22 @@ def _rotate_by(images, degrees):
 
 
 def _shift(images, seed):
-    batch_size = tf.shape(images)[0]
+    towards_end, amounts = _shift_draws(tf.shape(images)[0], seed)
+    return _shift_by_draws(images, towards_end, amounts)
+
+
+def _shift_draws(batch_size, seed):
     direction_seed, amount_seed = tf.unstack(
         tf.random.experimental.stateless_split(seed, num=2))
     directions = tf.random.stateless_uniform([batch_size, 2], direction_seed)
     towards_end = directions * 2.0 >= 1.0  # floor(u * 2) == 1
     amounts = tf.minimum(tf.abs(tf.random.stateless_normal(
         [batch_size, 2], amount_seed, stddev=_STDDEV)), _CLIP)
+    return towards_end, amounts
+
+
+def _shift_by_draws(images, towards_end, amounts):
+    """Rolls each image within its margins; `(batch, 2)` draws as drawn."""
     image = images[..., 0]
     # The official code draws the row direction from directions[:, 0] and
     # amounts[:, 1], the column direction from directions[:, 1] and
@@ -143,11 +227,20 @@ def _margin_shift(occupied, towards_end, amounts):
 
 
 def _squish(images, seed):
-    batch_size = tf.shape(images)[0]
+    width_cut, offset_extra = _squish_draws(tf.shape(images)[0], seed)
+    return _squish_by(images, width_cut, offset_extra)
+
+
+def _squish_draws(batch_size, seed):
     draws = tf.minimum(tf.abs(tf.random.stateless_normal(
         [batch_size, 2], seed, stddev=_STDDEV)), _CLIP)
     width_cut = tf.cast(tf.floor(draws[:, 0] * _MAX_SQUISH + 1.0), tf.int32)
     offset_extra = tf.cast(tf.floor(draws[:, 1] * 2.0), tf.int32)
+    return width_cut, offset_extra
+
+
+def _squish_by(images, width_cut, offset_extra):
+    """Squishes image b with operator `(width_cut[b], offset_extra[b])`."""
     index = (width_cut - 1) * 2 + offset_extra
     operators = tf.gather(tf.constant(_squish_operators()), index)
     # b: batch, r: row, j: input column, c: output column
@@ -155,38 +248,28 @@ def _squish(images, seed):
     return tf.clip_by_value(squished, 0.0, _PIXEL_MAX)
 
 
-@functools.cache
 def _squish_operators():
     """The 14 column operators, shape `(14, 28, 28)`: [out col, in col].
 
     Index `2 * (w - 1) + extra` is the resize to width `28 - w` placed at
-    column `w // 2 + extra` (then cropped to 28 columns).
+    column `w // 2 + extra` (then cropped to 28 columns); see
+    `keras_caps.datasets.augmentation_parameters.squish_operators`.
     """
-    with tf.init_scope():
-        # Row k of the identity is basis column k; resizing the identity
-        # "image" along its width gives resize[k, c] = weight of input
-        # column k in output column c.
-        identity = tf.eye(_SIZE)[:, :, None]
-        operators = []
-        for width_cut in range(1, _MAX_SQUISH + 1):
-            width = _SIZE - width_cut
-            resized = tf.image.resize(
-                identity, [_SIZE, width], method="lanczos3",
-                antialias=True).numpy()[:, :, 0]  # (in col, out col)
-            for extra in (0, 1):
-                offset = width_cut // 2 + extra
-                operator = np.zeros((_SIZE, _SIZE), "float32")
-                stop = min(offset + width, _SIZE)
-                operator[offset:stop] = resized.T[:stop - offset]
-                operators.append(operator)
-    return np.stack(operators)
+    return parameters.squish_operators()
 
 
 def _erase(images, seed):
-    batch_size = tf.shape(images)[0]
+    return _erase_at(images, _erase_corners(tf.shape(images)[0], seed))
+
+
+def _erase_corners(batch_size, seed):
     corners = tf.random.stateless_uniform([batch_size, 2], seed)
     corners = tf.cast(tf.floor(corners * _ERASE_POSITIONS), tf.int32)
-    corners = corners + _ERASE_LOW
+    return corners + _ERASE_LOW
+
+
+def _erase_at(images, corners):
+    """Zeroes the 4 x 4 patch at each (row, column) corner `(batch, 2)`."""
     positions = tf.range(_SIZE)[None, :]
     in_rows = ((positions >= corners[:, :1])
                & (positions < corners[:, :1] + _ERASE_SIZE))

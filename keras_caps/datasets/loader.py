@@ -1,30 +1,49 @@
-"""`keras_caps.datasets.load`: one entry point for every dataset."""
+"""`keras_caps.datasets.load`: one entry point for every dataset.
 
+The `tf.data` loaders are imported when used (they import TensorFlow), so
+this module, and the NumPy pipeline it picks on JAX and PyTorch, work
+without TensorFlow.
+"""
+
+import functools
+import importlib
 import inspect
 
-from keras_caps.datasets import cifar
-from keras_caps.datasets import fashion_mnist
-from keras_caps.datasets import mnist
-from keras_caps.datasets import mnist_canvas
-from keras_caps.datasets import multi_mnist
-from keras_caps.datasets import smallnorb
+from keras_caps.datasets import numpy_pipeline
 from keras_caps.datasets import viewpoints as viewpoints_lib
 from keras_caps.validation import check_bool
 
+# dataset -> (module, function) of its `tf.data` loader.
 _LOADERS = {
-    "mnist": mnist.load,
-    "mnist_canvas": mnist_canvas.load,
-    "fashion_mnist": fashion_mnist.load,
-    "smallnorb": smallnorb.load,
-    "multi_mnist": multi_mnist.load,
-    "cifar10": cifar.load_cifar10,
-    "cifar100": cifar.load_cifar100,
+    "mnist": ("mnist", "load"),
+    "mnist_canvas": ("mnist_canvas", "load"),
+    "fashion_mnist": ("fashion_mnist", "load"),
+    "smallnorb": ("smallnorb", "load"),
+    "multi_mnist": ("multi_mnist", "load"),
+    "cifar10": ("cifar", "load_cifar10"),
+    "cifar100": ("cifar", "load_cifar100"),
 }
 # Datasets whose presets may standardise the input, with the function that
 # computes the training images' per-channel statistics.
 _TRAINING_STATISTICS = {
-    "smallnorb": smallnorb.training_statistics,
+    "smallnorb": ("smallnorb", "training_statistics"),
 }
+# The `keras.utils.PyDataset` options of the NumPy pipeline.
+_QUEUE_ARGUMENTS = ("workers", "use_multiprocessing", "max_queue_size")
+
+
+def _function(module_and_name):
+    module, name = module_and_name
+    return getattr(
+        importlib.import_module(f"keras_caps.datasets.{module}"), name)
+
+
+def _loader(dataset, input_pipeline):
+    if input_pipeline == "numpy" and dataset == "multi_mnist":
+        return numpy_pipeline.load_multi_mnist
+    if input_pipeline == "numpy":
+        return functools.partial(numpy_pipeline.load_mnist_format, dataset)
+    return _function(_LOADERS[dataset])
 _COMMON_ARGUMENTS = ("split", "batch_size", "training", "data_dir", "seed",
                      "validation", "reconstruction", "shuffle_buffer_size",
                      "download")
@@ -32,7 +51,9 @@ _COMMON_ARGUMENTS = ("split", "batch_size", "training", "data_dir", "seed",
 
 def load(dataset, split, *, batch_size, training=None, data_dir=None,
          seed=42, validation="holdout", reconstruction=True,
-         shuffle_buffer_size=None, download=True, **options):
+         shuffle_buffer_size=None, download=True, input_pipeline="auto",
+         workers=None, use_multiprocessing=None, max_queue_size=None,
+         **options):
     """Batches of a dataset, ready for `model.fit`, in the official recipe.
 
     Dispatches to `keras_caps.datasets.<dataset>.load`, whose docstring says
@@ -66,6 +87,17 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     first, for a few seconds) fails at once, saying how to point at local
     files.
 
+    Two input pipelines yield these batches: `tf.data` (a
+    `tf.data.Dataset`) and, for mnist, fashion_mnist and multi_mnist, a
+    TensorFlow-free one (a `keras.utils.PyDataset` made with NumPy, see
+    `keras_caps.datasets.numpy_pipeline`), with the same structure, holdout
+    split and augmentation distributions; the training order and the
+    augmentation draws come from different random generators. By default
+    (`input_pipeline="auto"`) these three use the NumPy one
+    when the Keras backend is not TensorFlow or TensorFlow cannot be
+    imported (there, IDX files in a data folder are needed, as TFDS needs
+    TensorFlow); the other datasets need TensorFlow on every backend.
+
     Args:
         dataset: str. One of `"mnist"`, `"fashion_mnist"`, `"smallnorb"`,
             `"multi_mnist"`, `"cifar10"`, `"cifar100"`.
@@ -81,6 +113,11 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
         shuffle_buffer_size: int or `None`. Defaults to the split size.
         download: bool. Let TFDS download a dataset that is not prepared.
             Defaults to `True`.
+        input_pipeline: str. `"auto"`, `"numpy"` (mnist, fashion_mnist,
+            multi_mnist) or `"tf_data"`. Defaults to `"auto"`.
+        workers, use_multiprocessing, max_queue_size: `None` (Keras'
+            defaults) or the `keras.utils.PyDataset` options of the NumPy
+            pipeline: threads (or processes) making batches ahead.
         **options: Dataset-specific options: `augment` (mnist,
             fashion_mnist, smallnorb, cifar10, cifar100), `augmentation`
             (mnist, fashion_mnist), `statistics` (smallnorb), `viewpoints`
@@ -90,7 +127,8 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
             `partners_per_digit` and `pairs_per_epoch` (multi_mnist).
 
     Returns:
-        A `tf.data.Dataset` with known cardinality.
+        A `tf.data.Dataset` with known cardinality, or, from the NumPy
+        pipeline, a `keras.utils.PyDataset` of known length.
 
     Example:
 
@@ -106,15 +144,29 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
             f"Received: dataset={dataset!r}")
     if "viewpoints" in options:
         viewpoints_lib.check_viewpoints(dataset, options["viewpoints"])
-    loader = _LOADERS[dataset]
+    input_pipeline = numpy_pipeline.resolve_input_pipeline(input_pipeline,
+                                                           dataset)
+    queue = {"workers": workers, "use_multiprocessing": use_multiprocessing,
+             "max_queue_size": max_queue_size}
+    given = sorted(name for name, value in queue.items() if value is not None)
+    if input_pipeline == "tf_data" and given:
+        raise ValueError(
+            f"{given} are options of the NumPy input pipeline "
+            f"(input_pipeline='numpy', {list(numpy_pipeline.NUMPY_DATASETS)}"
+            "); tf.data "
+            f"sets its own parallelism. Received: dataset={dataset!r}, "
+            f"{', '.join(f'{name}={queue[name]!r}' for name in given)}")
+    loader = _loader(dataset, input_pipeline)
     accepted = sorted(name for name in inspect.signature(loader).parameters
-                      if name not in _COMMON_ARGUMENTS)
+                      if name not in _COMMON_ARGUMENTS + _QUEUE_ARGUMENTS)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(
             f"Unknown options for dataset {dataset!r}: {unknown}. Expected "
             f"some of {accepted}. Received: options={options!r}")
     check_bool("download", download)
+    if input_pipeline == "numpy":
+        options = {**options, **queue}
     return loader(split, batch_size=batch_size, training=training,
                   data_dir=data_dir, seed=seed, validation=validation,
                   reconstruction=reconstruction,
@@ -144,7 +196,9 @@ def training_statistics(dataset, *, data_dir=None, seed=42,
             f". Received: dataset={dataset!r}")
     check_bool("download", download)
     viewpoints_lib.check_viewpoints(dataset, viewpoints)
+    numpy_pipeline.require_tensorflow(
+        f"Computing the {dataset!r} input statistics")
     extra = {} if viewpoints is None else {"viewpoints": viewpoints}
-    return _TRAINING_STATISTICS[dataset](data_dir=data_dir, seed=seed,
-                                         validation=validation,
-                                         download=download, **extra)
+    return _function(_TRAINING_STATISTICS[dataset])(
+        data_dir=data_dir, seed=seed, validation=validation,
+        download=download, **extra)

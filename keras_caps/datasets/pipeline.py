@@ -12,11 +12,12 @@ Their randomness comes from stateless ops whose seeds are drawn per batch
 from `tf.data.Dataset.random(seed, rerandomize_each_iteration=True)`: every
 epoch sees new augmentations, and the whole sequence is a function of
 `seed`.
+
+TensorFlow is imported inside the functions that build `tf.data` chains,
+so that `check_arguments` serves the TensorFlow-free loaders too.
 """
 
 import numbers
-
-import tensorflow as tf
 
 from keras_caps import model_roles as roles
 from keras_caps.validation import check_choice
@@ -75,6 +76,8 @@ def build_pipeline(dataset, *, prepare, format_batch, batch_size, training,
         training (the last partial batch is dropped) and of at most
         `batch_size` otherwise.
     """
+    import tensorflow as tf
+
     autotune = tf.data.AUTOTUNE
     dataset = dataset.map(prepare, num_parallel_calls=autotune)
     dataset = dataset.cache()
@@ -102,6 +105,8 @@ def batch_seeds(seed):
         yields a different stream; the sequence of streams depends only on
         `seed`.
     """
+    import tensorflow as tf
+
     # A seed of its own, so the stream is not the shuffle's.
     stream = tf.data.Dataset.random(seed=seed + 7919,
                                     rerandomize_each_iteration=True)
@@ -121,6 +126,8 @@ def classification_batch(images, labels, reconstruction):
         {"length": labels, "reconstruction": clip(images / 255, 0, 1)})`;
         otherwise `(images, labels)`.
     """
+    import tensorflow as tf
+
     if not reconstruction:
         return images, labels
     target = tf.clip_by_value(images / 255.0, 0.0, 1.0)

@@ -8,6 +8,9 @@ unreachable host for minutes, the dataset's download hosts are probed, so
 that a machine without network access fails within seconds with a message
 that says how to point at local files. `download=False` reads prepared
 datasets only.
+
+TFDS (and with it TensorFlow) is imported only when data comes from TFDS:
+reading IDX files from a data folder needs neither.
 """
 
 import logging
@@ -15,11 +18,8 @@ import os
 import urllib.parse
 
 import numpy as np
-import requests
-import tensorflow_datasets as tfds
 
 from keras_caps.datasets import idx
-from keras_caps.datasets import prepared_folders
 
 DATA_DIR_ENV = "KERAS_CAPS_DATA_DIR"
 
@@ -67,6 +67,10 @@ def load_image_arrays(dataset, data_dir=None, download=True):
             raise ValueError(
                 f"{error}. No {dataset!r} subfolder there either: "
                 f"{subfolder!r}.") from error
+    import tensorflow_datasets as tfds
+
+    from keras_caps.datasets import prepared_folders
+
     arrays = {}
     for split in ("train", "test"):
         ds = load_tfds(dataset, split, download=download,
@@ -114,12 +118,17 @@ def load_tfds(name, split, data_dir=None, download=True, **kwargs):
             corrupt `dataset_info.json`, missing or truncated shard
             files; see `prepared_folders.check_prepared_folder`).
     """
+    import tensorflow_datasets as tfds
+
+    from keras_caps.datasets import prepared_folders
+
     where = data_dir or "the default TFDS data directory"
     logging.info("Loading TFDS %r split %r from %s.", name, split, where)
     prepared_folders.check_prepared_folder(name, split, data_dir, download)
+    not_prepared = _not_prepared_errors()
     try:
         return _tfds_load(name, split, data_dir, False, kwargs)
-    except _NOT_PREPARED as error:
+    except not_prepared as error:
         if not download or isinstance(
                 error, tfds.core.registered.DatasetNotFoundError):
             off = "" if download else (
@@ -134,18 +143,23 @@ def load_tfds(name, split, data_dir=None, download=True, **kwargs):
     logging.info("Downloading and preparing TFDS %r in %s.", name, where)
     try:
         return _tfds_load(name, split, data_dir, True, kwargs)
-    except (*_NOT_PREPARED, tfds.download.DownloadError) as error:
+    except (*not_prepared, tfds.download.DownloadError) as error:
         raise ValueError(_not_prepared_message(
             name, split, data_dir, f"TFDS said: {error}")) from error
 
 
-# What `tfds.load` raises for a dataset that is not prepared (an
-# AssertionError in TFDS 4.9), or for an unknown name.
-_NOT_PREPARED = (AssertionError, FileNotFoundError, OSError,
-                 tfds.core.registered.DatasetNotFoundError)
+def _not_prepared_errors():
+    """What `tfds.load` raises for a dataset that is not prepared (an
+    AssertionError in TFDS 4.9), or for an unknown name."""
+    import tensorflow_datasets as tfds
+
+    return (AssertionError, FileNotFoundError, OSError,
+            tfds.core.registered.DatasetNotFoundError)
 
 
 def _tfds_load(name, split, data_dir, download, kwargs):
+    import tensorflow_datasets as tfds
+
     return tfds.load(name, split=split, data_dir=data_dir, download=download,
                      try_gcs=False, shuffle_files=False, **kwargs)
 
@@ -160,6 +174,9 @@ def _unreachable_download_host(name):
     Returns:
         str or `None` (every host answered, or TFDS lists no URLs).
     """
+    import requests
+    import tensorflow_datasets as tfds
+
     urls = sorted(tfds.builder_cls(name).url_infos or {})
     probed = set()
     for url in urls:
