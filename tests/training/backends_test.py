@@ -214,29 +214,48 @@ def test_jax_data_parallel_on_two_cpu_devices_trains_as_one_device(
     assert records["refused_files"] == []  # Refused before any write.
 
 
+# Asks `keras-caps train` (the arguments after the first) for each strategy
+# PyTorch does not have, then trains, evaluates, and writes the exit codes,
+# error lines and evaluation to the first argument.
+_REFUSED_THEN_TRAINED = """
+import contextlib, io, json, sys
+from keras_caps import cli, training
+
+arguments = sys.argv[2:]
+refused = {}
+for strategy in ("mirrored", "multi_worker", "tpu"):
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        code = cli.main([*arguments, "--strategy", strategy])
+    refused[strategy] = [code, stderr.getvalue().strip()]
+assert cli.main(arguments) == 0
+value = lambda flag: arguments[arguments.index(flag) + 1]
+evaluated = training.evaluate(value("--output-dir") + "/model.keras",
+                              "mnist", data_dir=value("--data-dir"))
+with open(sys.argv[1], "w") as file:
+    json.dump({"refused": refused, "evaluated": evaluated}, file)
+"""
+
+
 @pytest.mark.single_backend
 def test_torch_trains_in_mixed_precision_and_refuses_other_strategies(
         tmp_path):
     data_dir = _tiny_mnist(tmp_path / "mnist")
     output_dir = tmp_path / "run"
-    arguments = ["train", "--dataset", "mnist", "--data-dir", data_dir,
-                 "--batch-size", "16", "--epochs", "1",
-                 "--steps-per-epoch", "2", "--no-reconstruction",
-                 "--precision", "mixed_bfloat16"]
-    for strategy in ("mirrored", "multi_worker", "tpu"):
-        refused = _run("from keras_caps.cli import main; import sys; "
-                       "sys.exit(main(sys.argv[1:]))",
-                       [*arguments, "--output-dir", output_dir,
-                        "--strategy", strategy], "torch", expect=2)
-        error = refused.stderr.strip().splitlines()[-1]
+    result = tmp_path / "result.json"
+    _run(_REFUSED_THEN_TRAINED, [
+        result, "train", "--dataset", "mnist", "--data-dir", data_dir,
+        "--batch-size", "16", "--epochs", "1", "--steps-per-epoch", "2",
+        "--no-reconstruction", "--precision", "mixed_bfloat16",
+        "--output-dir", output_dir], "torch")
+    result = _read(result)
+    for strategy, (code, error) in result["refused"].items():
+        assert code == 2, (strategy, error)
+        assert len(error.splitlines()) == 1, error  # One line.
         assert error.startswith("keras-caps train: error: The "
                                 f"{strategy!r} strategy is not available "
                                 "on the 'torch' backend"), error
         assert "KERAS_BACKEND=" in error
-        assert not output_dir.exists()
-    evaluated = tmp_path / "evaluated.json"
-    _run(_TRAIN_THEN_EVALUATE, [evaluated, *arguments,
-                                "--output-dir", output_dir], "torch")
     record = _read(output_dir / "metrics.json")
     assert (record["backend"], record["precision"]) == (
         "torch", "mixed_bfloat16")
@@ -244,7 +263,7 @@ def test_torch_trains_in_mixed_precision_and_refuses_other_strategies(
     assert "torch" in record["versions"]
     model = keras.saving.load_model(str(output_dir / "model.keras"))
     assert model.get_layer("conv_1").dtype_policy.name == "mixed_bfloat16"
-    assert _read(evaluated)["backend"] == "torch"
+    assert result["evaluated"]["backend"] == "torch"
     _check_export(output_dir, record)
 
 
