@@ -68,7 +68,10 @@ def _add_recipe_arguments(train):
                        "TPUs.")
     train.add_argument("--strategy", default="auto", choices=STRATEGIES,
                        help="auto: a TPU, else several GPUs, else one "
-                       "device.")
+                       "device. On JAX, mirrored (and auto with several "
+                       "devices) is keras.distribution.DataParallel; "
+                       "multi_worker and tpu are TensorFlow's, and PyTorch "
+                       "trains on one device.")
 
 
 def _add_run_arguments(train):
@@ -87,7 +90,9 @@ def _add_run_arguments(train):
                        help="Train without the decoder (models that have "
                        "one train with it by default).")
     train.add_argument("--deterministic", action="store_true",
-                       help="Enable TensorFlow op determinism.")
+                       help="Deterministic kernels: TensorFlow's op "
+                       "determinism, PyTorch's deterministic algorithms, "
+                       "XLA's deterministic GPU ops on JAX.")
     train.add_argument("--backup-frequency", type=positive_int, default=500,
                        help="Steps between crash-recovery backups within "
                        "an epoch (one is also written at each epoch's "
@@ -167,7 +172,11 @@ def run_train(args):
         stem_normalization=args.stem_normalization,
         **user_data_options(args))
     print(json.dumps(record, indent=2, sort_keys=True))
-    print(f"Saved model, export and metrics under {output_dir}")
+    if record.get("export_skipped"):
+        print(f"Saved model and metrics under {output_dir} (export "
+              f"skipped: {record['export_skipped']})")
+    else:
+        print(f"Saved model, export and metrics under {output_dir}")
     return 0
 
 

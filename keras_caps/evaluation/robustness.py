@@ -34,6 +34,7 @@ from keras_caps.evaluation import corruptions as corruptions_lib
 from keras_caps.evaluation import multi_digit_robustness as multi_digit
 from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.inference import inference_model
+from keras_caps.training.data_batches import numpy_batches
 from keras_caps.validation import check_bool
 
 CORRUPTIONS = ("noise", "pixels", "occlusion", "affine")
@@ -180,7 +181,7 @@ def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None,
                          data_dir=data_dir, seed=seed, reconstruction=False,
                          download=download, **(dataset_options or {}))
     images, labels = [], []
-    for batch_images, batch_labels in test.as_numpy_iterator():
+    for batch_images, batch_labels in numpy_batches(test):
         images.append(batch_images)
         labels.append(batch_labels.argmax(axis=-1) if class_ids
                       else batch_labels)

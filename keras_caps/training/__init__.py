@@ -1,4 +1,5 @@
-"""Training: strategies, the training recipe and its callbacks (TensorFlow)."""
+"""Training: strategies, the training recipe and its callbacks (TensorFlow,
+JAX and PyTorch)."""
 
 from keras_caps.training.best_checkpoint import BestCheckpoint
 from keras_caps.training.fit import evaluate

@@ -32,7 +32,7 @@ import shutil
 import time
 
 import keras
-import tensorflow as tf
+import numpy as np
 
 from keras_caps import datasets
 from keras_caps import model_roles as roles
@@ -55,7 +55,19 @@ from keras_caps.training.accuracy_target import AccuracyTarget
 from keras_caps.training.accuracy_target import first_epoch_reaching
 from keras_caps.training.atomic_files import save_model_atomically
 from keras_caps.training.atomic_files import write_json_atomically
+from keras_caps.training.backend_distribution import check_batch_divides
+from keras_caps.training.backend_distribution import check_strategy_supported
+from keras_caps.training.backend_runtime import backend_versions
+from keras_caps.training.backend_runtime import describe_devices
+from keras_caps.training.backend_runtime import enable_determinism
+from keras_caps.training.backend_runtime import logs_callbacks
+from keras_caps.training.backend_runtime import training_scope
 from keras_caps.training.best_checkpoint import BestCheckpoint
+from keras_caps.training.data_batches import batch_count
+from keras_caps.training.data_batches import first_batch
+from keras_caps.training.data_batches import first_batch_shapes
+from keras_caps.training.data_batches import repeat_batches
+from keras_caps.training.data_batches import skip_batches
 from keras_caps.training.history_trim import HistoryTrim
 from keras_caps.training.history_trim import trim_history
 from keras_caps.training.model_recipe import MODELS
@@ -106,9 +118,11 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     its `metrics.json`. Other settings raise a `ValueError` listing the
     differences, unless `fresh=True`. A second process on the same folder
     raises `FolderInUseError` at once. Everything that can refuse a run
-    (the backend, which must be TensorFlow, the settings, the data, the
-    model and its options) is checked before the folder is claimed, so a
-    refused call writes nothing there.
+    (the backend, which must be TensorFlow, JAX or PyTorch, a strategy
+    the backend does not have, the settings, the data, the model and its
+    options) is checked before the folder is claimed, so a refused call
+    writes nothing there. On JAX and PyTorch, see `check_backend` for
+    what differs.
 
     A dataset a user brings (`dataset="folder:PATH"`, `"npz:PATH"` or
     `"tfds:NAME"`, see `keras_caps.datasets.user_dataset`) is read and
@@ -180,21 +194,24 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     user_data = None
     if settings.is_user_data():
         check_backend()  # Before reading the data: it may take a while.
+        check_strategy_supported(strategy)
         user_data, settings = read_user_data(
             settings, read_options, data_dir=data_dir, download=download)
     else:
         _refuse_read_options(settings.dataset, read_options)
     settings = settings.resolve()
     check_backend()
+    check_strategy_supported(strategy)
     # A file, or a folder this user cannot write, fails before anything.
     check_output_folder(output_dir)
     keras.utils.set_random_seed(settings.seed)
     if settings.deterministic:
-        tf.config.experimental.enable_op_determinism()
+        enable_determinism()
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(settings.precision)
     try:
         distribution = get_strategy(strategy, worker_timeout=worker_timeout)
+        check_batch_divides(distribution, settings.batch_size)
         # Only the chief writes the run's files. Other workers keep their
         # own backup (so that a restarted cluster resumes every worker from
         # the same step), checkpoint and logs in a scratch folder of their
@@ -202,7 +219,7 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
         chief = is_chief(distribution)
         work_dir = output_dir if chief else os.path.join(
             output_dir, f".{task_name(distribution)}")
-        with RunLock(work_dir):
+        with RunLock(work_dir), training_scope(distribution):
             if not chief:
                 return _train_worker(settings, (data_dir, user_data),
                                      distribution, work_dir,
@@ -232,13 +249,22 @@ def _refuse_read_options(dataset, read_options):
 
 def check_backend(command="`keras-caps train` (`keras_caps.training.train`)"):
     """Refuses, before anything is written, a backend the recipe cannot
-    finish on: its last stage, the SavedModel export, needs TensorFlow.
+    train on: it trains on TensorFlow, JAX and PyTorch.
+
+    On JAX and PyTorch the recipe is the same (holdout selection, best
+    checkpoint, resume, run records, CSV logs, mixed precision), with
+    these differences: the strategies are `keras.distribution`'s (see
+    `keras_caps.training.backend_distribution`); the TensorBoard logs
+    need TensorFlow installed (without it they are skipped, with a
+    notice); and the export stage writes what the backend can export, or
+    is skipped with a notice saying how to export `model.keras` later
+    (see `_export`).
 
     Args:
         command: str. What refuses, for the message.
 
     Raises:
-        ValueError: when Keras runs on another backend than TensorFlow.
+        ValueError: when Keras runs on another backend.
 
     Example:
 
@@ -247,15 +273,12 @@ def check_backend(command="`keras-caps train` (`keras_caps.training.train`)"):
     ```
     """
     backend = keras.backend.backend()
-    if backend != "tensorflow":
+    if backend not in ("tensorflow", "jax", "torch"):
         raise ValueError(
-            f"{command} runs on the "
-            "TensorFlow backend only: its last stage exports a TensorFlow "
-            "SavedModel, which the "
-            f"{backend!r} backend cannot write, so nothing was trained or "
-            "written. Run it with KERAS_BACKEND=tensorflow; the model.keras "
-            "it saves loads on every backend. Received: KERAS_BACKEND="
-            f"{backend!r}")
+            f"{command} trains on the TensorFlow, JAX or PyTorch backend; "
+            f"the {backend!r} backend cannot train, so nothing was trained "
+            "or written. Run it with KERAS_BACKEND=jax, torch or "
+            f"tensorflow. Received: KERAS_BACKEND={backend!r}")
 
 
 def _requested_settings(settings, model, dataset, setting_fields):
@@ -303,11 +326,21 @@ def _run_chief(settings, output_dir, fresh, data, distribution,
     # `--fresh`.
     network, splits = _build(settings, data, distribution, download)
     run.open(fresh=fresh)
+    _record_backend(run)
     check_export_target(export_dir, overwrite=True, model_path=model_path)
     record = _train_chief(network, splits, settings, run, distribution,
                           backup_frequency, verbose)
     logging.info("Test metrics: %s", json.dumps(record["test"]))
     return record
+
+
+def _record_backend(run):
+    """Adds this process's Keras backend to the `backends` that ran the
+    run (in `run.json`'s progress; a run resumed on another backend lists
+    both, in order)."""
+    backends = list(run.progress.get("backends", []))
+    if keras.backend.backend() not in backends:
+        run.update(backends=backends + [keras.backend.backend()])
 
 
 def _finished_run(run, settings):
@@ -323,7 +356,8 @@ def _finished_run(run, settings):
     _check_same_built_in_data(recorded, run.settings, run.path)
     run.check_settings(record)
     progress = record.get("progress", {})
-    if not progress.get("complete") or _missing_artifacts(run.path):
+    if not progress.get("complete") or _missing_artifacts(
+            run.path, export=not progress.get("export_skipped")):
         return None
     logging.info(
         "The run in %s is already complete, with the same settings: "
@@ -433,21 +467,51 @@ def _write_artifacts(network, splits, settings, run, distribution,
         # A rerun replaces the export of an earlier run (only an export of
         # keras_caps: anything else at `export/` is refused, never
         # deleted).
-        export_inference_model(network, export_dir,
-                               reconstruction=settings.reconstruction,
-                               overwrite=True, model_path=model_path,
-                               class_names=class_names)
-        run.update(exported=True)
+        _export(network, export_dir, settings, run, class_names)
     record = {**settings.to_record(), **progress["trained"],
               "test": progress["test"], **_environment(distribution)}
     record.update({split: progress[split] for split in VIEWPOINT_TEST_SPLITS
                    if split in progress})
     if "data" in run.settings:
         record["data"] = run.settings["data"]
+    if progress.get("export_skipped"):  # Why `export/` is not there.
+        record["export_skipped"] = progress["export_skipped"]
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
     remove_backup(output_dir)  # Only what the run wrote there.
     run.update(complete=True)
     return record
+
+
+def _export(network, export_dir, settings, run, class_names):
+    """Exports the inference model and records it in `run.json`.
+
+    On JAX and PyTorch, an export the backend or the installed packages
+    cannot write (refused before anything is written) is skipped with a
+    one-line notice, and recorded (`export_skipped`): the run completes
+    with `model.keras`, which `keras-caps export` exports later where
+    the export can be written. On TensorFlow a failed export fails the
+    run, as before.
+    """
+    model_path = os.path.join(run.path, "model.keras")
+    try:
+        export_inference_model(network, export_dir,
+                               reconstruction=settings.reconstruction,
+                               overwrite=True, model_path=model_path,
+                               class_names=class_names)
+    except (ValueError, ImportError) as error:
+        if keras.backend.backend() == "tensorflow":
+            raise
+        reason = " ".join(str(error).split())
+        logging.warning(
+            "Export skipped on the %s backend: %s The trained model is in "
+            "%s; export it with `keras-caps export --model-path %s` where "
+            "the export can be written.", keras.backend.backend(), reason,
+            model_path, model_path)
+        run.update(exported=False, export_skipped=reason)
+        return
+    run.update(exported=True)
+    if run.progress.get("export_skipped") is not None:
+        run.update(export_skipped=None)  # Written now.
 
 
 def _test_viewpoints(network, splits, run):
@@ -488,10 +552,11 @@ def _training_kept(error, output_dir):
     return OSError(error.errno, message)
 
 
-def _missing_artifacts(output_dir):
+def _missing_artifacts(output_dir, export=True):
     """The names of a complete run's artifacts that are missing (an
     unreadable `metrics.json` counts: it is written again from the
-    progress in `run.json`)."""
+    progress in `run.json`; `export/` only when `export`, i.e. the run
+    did not skip it on its backend)."""
     missing = [name for name in ("model.keras", "metrics.json")
                if not os.path.exists(os.path.join(output_dir, name))]
     metrics_path = os.path.join(output_dir, "metrics.json")
@@ -502,7 +567,8 @@ def _missing_artifacts(output_dir):
             logging.warning("%s It is written again from the run's "
                             "progress in run.json.", error)
             missing.append("metrics.json")
-    if not is_keras_caps_export(os.path.join(output_dir, "export")):
+    if export and not is_keras_caps_export(os.path.join(output_dir,
+                                                        "export")):
         missing.append("export")
     return missing
 
@@ -523,11 +589,12 @@ def _train_worker(settings, data, distribution, work_dir,
 
 
 def _environment(distribution):
-    return {"strategy": type(distribution).__name__,
+    return {"strategy": getattr(distribution, "name",
+                                type(distribution).__name__),
             "num_replicas": distribution.num_replicas_in_sync,
             "hardware": describe_hardware(),
-            "versions": {"keras": keras.__version__,
-                         "tensorflow": tf.__version__}}
+            "backend": keras.backend.backend(),
+            "versions": backend_versions()}
 
 
 def _build(settings, data, distribution, download):
@@ -620,9 +687,8 @@ def _check_batches(data, split, dataset, batch_size, steps_per_epoch=None):
 
     Returns the number of batches of one pass (`None` when unknown).
     """
-    batches = int(tf.data.experimental.cardinality(data))
-    if batches in (tf.data.UNKNOWN_CARDINALITY,
-                   tf.data.INFINITE_CARDINALITY):
+    batches = batch_count(data)
+    if batches is None:
         return None
     if batches == 0:
         why = ("it has fewer examples than one batch (training drops the "
@@ -654,9 +720,9 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
                              save_freq=backup_frequency)
     callbacks, target, step_timer = _recipe_callbacks(
         settings, work_dir, checkpoint, backup)
-    train_batches = int(tf.data.experimental.cardinality(splits["train"]))
+    train_batches = batch_count(splits["train"])
     steps_per_epoch = settings.steps_per_epoch or (
-        train_batches if train_batches > 0 else None)
+        train_batches if train_batches else None)
     epoch, done = backup.restore(network)
     if steps_per_epoch is not None and done >= steps_per_epoch:
         epoch, done = epoch + 1, 0
@@ -766,12 +832,12 @@ def _fit_epochs(network, splits, settings, callbacks, verbose, position,
         # Keras does not restart the data at each epoch under
         # `steps_per_epoch`: without `repeat`, epochs after the data ran
         # out would be cut short (with only a warning).
-        train = train.repeat()
+        train = repeat_batches(train)
         steps -= done
     # Where `fit` starts: read by `HistoryTrim` when training begins.
     network._initial_epoch = epoch
     try:
-        network.fit(train.skip(done) if done else train,
+        network.fit(skip_batches(train, done),
                     validation_data=splits["validation"], epochs=epochs,
                     initial_epoch=epoch, steps_per_epoch=steps,
                     callbacks=callbacks, verbose=verbose,
@@ -809,7 +875,7 @@ def _callbacks(work_dir, checkpoint, backup, schedule,
         HistoryTrim(history_path),
         checkpoint,
         keras.callbacks.CSVLogger(history_path, append=True),
-        keras.callbacks.TensorBoard(os.path.join(work_dir, "logs")),
+        *logs_callbacks(os.path.join(work_dir, "logs")),
         backup,
     ]
 
@@ -872,12 +938,13 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
                              download=download, **options)
     _check_batches(test, "test", dataset, batch_size)
     check_labels_match(network, test)
-    inputs = next(iter(test.take(1)))[0]  # The first batch.
+    inputs = first_batch(test)[0]
     images = (inputs[roles.IMAGE] if isinstance(inputs, dict)
               and roles.IMAGE in inputs else keras.tree.flatten(inputs)[0])
-    check_pixel_range(images.numpy(), f"the {dataset!r} test images")
+    check_pixel_range(np.asarray(images), f"the {dataset!r} test images")
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     return {**result, "hardware": describe_hardware(),
+            "backend": keras.backend.backend(),
             "test": {key: float(value) for key, value in metrics.items()}}
 
 
@@ -920,12 +987,10 @@ def _read_run_record(model_path):
 
 
 def describe_hardware():
-    """A short description of the devices TensorFlow trains on."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        names = [tf.config.experimental.get_device_details(gpu).get(
-            "device_name", gpu.name) for gpu in gpus]
-        return f"{len(gpus)} GPU(s): {', '.join(names)}"
+    """A short description of the devices the backend trains on."""
+    gpus = describe_devices()
+    if gpus is not None:
+        return gpus
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as file:
@@ -943,8 +1008,9 @@ def check_labels_match(network, dataset):
 
     Args:
         network: A Keras model whose first output holds the class scores.
-        dataset: A `tf.data.Dataset` of `(inputs, labels)`, or of `inputs`
-            with a `"label"` entry (decoder models).
+        dataset: A `tf.data.Dataset` or `keras.utils.PyDataset` of
+            `(inputs, labels)`, or of `inputs` with a `"label"` entry
+            (decoder models).
 
     Example:
 
@@ -952,12 +1018,12 @@ def check_labels_match(network, dataset):
     check_labels_match(network, datasets.load("mnist", "test"))
     ```
     """
-    spec = dataset.element_spec
-    inputs = spec[0]
-    labels = inputs[roles.LABEL] if isinstance(inputs, dict) else spec[1]
+    shapes = first_batch_shapes(dataset)
+    inputs = shapes[0]
+    labels = inputs[roles.LABEL] if isinstance(inputs, dict) else shapes[1]
     model_classes = keras.tree.flatten(network.output)[0].shape[-1]
-    if labels.shape[-1] != model_classes:
+    if labels[-1] != model_classes:
         raise ValueError(
-            f"The dataset has {labels.shape[-1]} classes but the model "
+            f"The dataset has {labels[-1]} classes but the model "
             f"outputs {model_classes} class scores. Received: labels of "
-            f"shape {tuple(labels.shape)}")
+            f"shape {tuple(labels)}")

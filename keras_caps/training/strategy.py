@@ -1,13 +1,22 @@
-"""The one place that creates `tf.distribute` strategies for training."""
+"""The one place that creates the distribution strategies for training.
 
+On TensorFlow, `tf.distribute` strategies; on JAX and PyTorch, what
+`keras_caps.training.backend_distribution` makes of the same names
+(`keras.distribution.DataParallel` on JAX). TensorFlow is imported only
+where a TensorFlow strategy is made or asked about.
+"""
+
+import functools
 import json
 import logging
 import os
 import signal
+import sys
 import threading
 
-import tensorflow as tf
+import keras
 
+from keras_caps.training.backend_distribution import backend_distribution
 from keras_caps.training.worker_rendezvous import wait_for_workers
 from keras_caps.training.worker_rendezvous import watch_startup
 
@@ -48,13 +57,22 @@ def get_strategy(name="auto", tpu_address=None,
             workers to start, and then for TensorFlow's start-up of the
             cluster. Defaults to 600.
 
+    On JAX and PyTorch, see `backend_distribution`: `"mirrored"` (and
+    `"auto"` with several devices) is `keras.distribution.DataParallel`
+    on JAX; the strategies only TensorFlow has are refused.
+
     Returns:
-        A `tf.distribute.Strategy`.
+        A `tf.distribute.Strategy` (TensorFlow), else a
+        `BackendDistribution`.
     """
     if name not in STRATEGIES:
         raise ValueError(
             f"Unknown `strategy`. Expected one of {list(STRATEGIES)}. "
             f"Received: strategy={name!r}")
+    if keras.backend.backend() != "tensorflow":
+        return backend_distribution(name)
+    import tensorflow as tf
+
     if name == "auto":
         try:
             return _tpu_strategy(tpu_address)
@@ -109,7 +127,7 @@ def _multi_worker_strategy(cluster, worker_timeout):
     # for it: the watchdog bounds that wait too, and stops on signals.
     with watch_startup(cluster, task_type, task_id, worker_timeout):
         _without_coordination_service()
-        strategy = MultiWorkerMirroredStrategy()
+        strategy = _multi_worker_mirrored_strategy()()
     if main_thread and sigterm_handler is not None:
         # With a coordination service configured by the caller,
         # TensorFlow's preemption notifier replaced the SIGTERM handler
@@ -155,7 +173,17 @@ def _without_coordination_service():
     tf_context.configure_coordination_service(service_type="")
 
 
-class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+@functools.cache
+def _multi_worker_mirrored_strategy():
+    """The class below, made on first use (it subclasses TensorFlow's)."""
+    import tensorflow as tf
+
+    return type("MultiWorkerMirroredStrategy",
+                (_ReduceWhatKerasGives,
+                 tf.distribute.MultiWorkerMirroredStrategy), {})
+
+
+class _ReduceWhatKerasGives:
     """`MultiWorkerMirroredStrategy` whose `reduce` takes what Keras gives.
 
     Keras 3's `fit` under several workers calls `strategy.reduce` in two
@@ -175,8 +203,10 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
         def reduce_one(item):
             local = self.experimental_local_results(item)[0]
             rank = getattr(getattr(local, "shape", None), "rank", None)
-            return super(MultiWorkerMirroredStrategy, self).reduce(
+            return super(_ReduceWhatKerasGives, self).reduce(
                 reduce_op, item, None if rank == 0 else axis)
+
+        import tensorflow as tf
 
         return tf.nest.map_structure(reduce_one, value)
 
@@ -211,18 +241,25 @@ def shard_by_data(dataset):
     strategies ignore the option.
 
     Args:
-        dataset: `tf.data.Dataset`.
+        dataset: `tf.data.Dataset`; other input (a `PyDataset`) is
+            returned as it is.
 
     Returns:
         The same dataset with the option set.
     """
-    options = tf.data.Options()
+    tensorflow = sys.modules.get("tensorflow")
+    if tensorflow is None or not isinstance(dataset,
+                                            tensorflow.data.Dataset):
+        return dataset
+    options = tensorflow.data.Options()
     options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA)
+        tensorflow.data.experimental.AutoShardPolicy.DATA)
     return dataset.with_options(options)
 
 
 def _tpu_strategy(tpu_address):
+    import tensorflow as tf
+
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
             tpu=tpu_address)
@@ -248,6 +285,8 @@ def is_chief(strategy):
     if resolver is None or not resolver.cluster_spec().as_dict():
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
+    import tensorflow as tf
+
     if isinstance(strategy, tf.distribute.TPUStrategy):
         return True  # One client drives the whole TPU system.
     return task_type in (None, "chief") or (

@@ -123,12 +123,13 @@ def _load_model(model_path):
 def _test_images(dataset, count, data_dir, options, download):
     """The first `count` test images (raw pixels) and their labels."""
     from keras_caps import datasets
+    from keras_caps.training.data_batches import first_batch
 
     batches = datasets.load(dataset, "test", batch_size=count,
                             training=False, data_dir=data_dir,
                             reconstruction=False, download=download,
                             **options)
-    first = next(iter(batches.take(1)), None)
+    first = first_batch(batches)
     if first is None:
         raise ValueError(
             f"The {dataset!r} test split is empty: the figure needs "

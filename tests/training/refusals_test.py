@@ -56,7 +56,8 @@ def test_a_refused_option_leaves_the_folder_unclaimed(tmp_path, capsys,
 
 
 @pytest.mark.single_backend
-def test_train_on_jax_is_refused_before_anything(tmp_path):
+def test_a_tensorflow_strategy_on_jax_is_refused_before_anything(tmp_path):
+    # JAX trains, but has no `tf.distribute` strategy: refused at once.
     data_dir = _tiny_mnist(str(tmp_path / "mnist"))
     output_dir = tmp_path / "run"
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
@@ -64,8 +65,8 @@ def test_train_on_jax_is_refused_before_anything(tmp_path):
         [sys.executable, "-m", "keras_caps.cli", "train", "--data-dir",
          data_dir, "--output-dir", str(output_dir), "--epochs", "1",
          "--steps-per-epoch", "1", "--batch-size", "8",
-         "--no-reconstruction"], env=env, capture_output=True, text=True,
-        timeout=300)
+         "--no-reconstruction", "--strategy", "multi_worker"], env=env,
+        capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines()

@@ -1,0 +1,137 @@
+"""The few operations the recipe needs on its batches, on any input path.
+
+`keras_caps.datasets.load` yields a `tf.data.Dataset` on the TensorFlow
+input path and a `keras.utils.PyDataset` (indexed batches) on the
+TensorFlow-free one. The training recipe, `evaluate` and the figures need
+only: how many batches one pass has, the first batch, every batch as
+NumPy arrays, the batches after the first `n` (a resumed epoch), and the
+batches repeated without end (a run with `steps_per_epoch`). These work on
+both, and never import TensorFlow: a dataset can only be TensorFlow's
+when TensorFlow is already imported.
+"""
+
+import sys
+
+import keras
+import numpy as np
+
+
+def is_tf_dataset(data):
+    """Whether `data` is a `tf.data.Dataset` (without importing TF)."""
+    tensorflow = sys.modules.get("tensorflow")
+    return tensorflow is not None and isinstance(data,
+                                                 tensorflow.data.Dataset)
+
+
+def batch_count(data):
+    """The number of batches of one pass over `data`, or `None` when
+    unknown or infinite.
+
+    Example:
+
+    ```python
+    batch_count(datasets.load("mnist", "test", batch_size=100))  # 100
+    ```
+    """
+    if is_tf_dataset(data):
+        import tensorflow as tf
+
+        count = int(tf.data.experimental.cardinality(data))
+        return None if count < 0 else count
+    if isinstance(data, keras.utils.PyDataset):
+        return data.num_batches
+    try:
+        return len(data)
+    except TypeError:
+        return None
+
+
+def first_batch(data):
+    """The first batch of `data`, or `None` when it has none."""
+    if isinstance(data, keras.utils.PyDataset):
+        if data.num_batches == 0:
+            return None
+        return data[0]
+    if is_tf_dataset(data):
+        data = data.take(1)
+    return next(iter(data), None)
+
+
+def numpy_batches(data):
+    """Every batch of one pass over `data`, as NumPy arrays."""
+    if is_tf_dataset(data):
+        yield from data.as_numpy_iterator()
+        return
+    for batch in data:
+        yield keras.tree.map_structure(np.asarray, batch)
+
+
+def skip_batches(data, count):
+    """`data` without its first `count` batches (one pass)."""
+    if count == 0:
+        return data
+    if is_tf_dataset(data):
+        return data.skip(count)
+    return BatchWindow(data, start=count)
+
+
+def repeat_batches(data):
+    """`data`'s batches, pass after pass, without end."""
+    if is_tf_dataset(data):
+        return data.repeat()
+    return BatchWindow(data, repeat=True)
+
+
+def first_batch_shapes(data):
+    """The structure of `data`'s batches with each array's shape (the
+    element spec of a `tf.data.Dataset`, else the first batch's)."""
+    if is_tf_dataset(data):
+        return keras.tree.map_structure(lambda spec: tuple(spec.shape),
+                                        data.element_spec)
+    batch = first_batch(data)
+    if batch is None:
+        raise ValueError("Received an invalid value for `data`: it yields "
+                         "no batch, expected at least one.")
+    return keras.tree.map_structure(lambda array: tuple(np.shape(array)),
+                                    batch)
+
+
+class BatchWindow(keras.utils.PyDataset):
+    """The batches of a `PyDataset` from `start` on, once or repeated.
+
+    Repeated, it has no end (`num_batches` is `None`): batch `i` is batch
+    `(start + i) % len(data)` of `data`. It keeps `data`'s workers and
+    passes the epoch callbacks on (where `data` reshuffles).
+
+    Args:
+        data: `keras.utils.PyDataset` of known length.
+        start: int. The first batch of `data` to yield.
+        repeat: bool. Start again after the last batch, without end.
+    """
+
+    def __init__(self, data, start=0, repeat=False):
+        super().__init__(workers=data.workers,
+                         use_multiprocessing=data.use_multiprocessing,
+                         max_queue_size=data.max_queue_size)
+        self.data, self.start, self.repeat = data, start, repeat
+
+    @property
+    def num_batches(self):
+        if self.repeat:
+            return None
+        return max(self.data.num_batches - self.start, 0)
+
+    def __getitem__(self, index):
+        position = self.start + index
+        if self.repeat:
+            position %= self.data.num_batches
+        elif position >= self.data.num_batches:
+            raise IndexError(f"Batch {index} is past the window's "
+                             f"{self.num_batches} batches.")
+        return self.data[position]
+
+    def on_epoch_begin(self):
+        self.data.on_epoch_begin()
+
+    def on_epoch_end(self):
+        self.data.on_epoch_end()
