@@ -345,9 +345,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     reference = _check_reference(reference, settings["routers"])
     if viewpoints is not None:  # Absent: the whole training split.
         settings["viewpoints"] = viewpoints
-    # Absent but on MultiMNIST, as before it was compared.
-    settings.update(multi_digit_comparison.comparison_settings(
-        dataset, partners_per_digit, attack_settings.get("attacks")))
+    settings.update(_multi_digit(dataset, partners_per_digit, attack_settings))
     settings.update(normalization_settings(
         adapt_batchnorm, stem_normalization, user_data is not None))
     settings.update(attack_settings)
@@ -395,6 +393,14 @@ def _attack_settings(attacks, user_data):
             "comparison on a user's dataset measures clean accuracy only. "
             f"Drop them. Received: attacks={attacks!r}")
     return {"attacks": attacks} if attacks else {}
+
+
+def _multi_digit(dataset, partners_per_digit, attack_settings):
+    """`{"partners_per_digit": n}` of a MultiMNIST comparison's settings,
+    checked (absent for other datasets, as before MultiMNIST was
+    compared); see `keras_caps.evaluation.multi_digit_comparison`."""
+    return multi_digit_comparison.comparison_settings(
+        dataset, partners_per_digit, attack_settings.get("attacks"))
 
 
 def _finished_model(settings, output_dir):
