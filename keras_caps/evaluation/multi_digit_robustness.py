@@ -252,8 +252,10 @@ def evaluate_multi_digit_robustness(model, dataset, corruptions, *,
     sets = _DigitSets(predictor, batch_size)
     sets.predict(images[:batch_size], multi_hot[:batch_size])  # Warm-up.
     start = time.perf_counter()
-    sets.add("clean", images, multi_hot, adapt_batchnorm)
+    sets.add("clean", images, multi_hot)
     seconds = time.perf_counter() - start
+    if adapt_batchnorm:
+        sets.adapt("clean", images, multi_hot)
     clean = sets.scores["clean"]
     record = {
         "dataset": dataset, "seed": seed, "num_digits": NUM_DIGITS,
@@ -273,7 +275,9 @@ def evaluate_multi_digit_robustness(model, dataset, corruptions, *,
     for kind, severity, corrupted, truth in robustness.corrupted_test_sets(
             dataset, images, multi_hot, corruptions, seed):
         key = robustness.column_key(kind, severity)
-        sets.add(key, corrupted, truth, adapt_batchnorm)
+        sets.add(key, corrupted, truth)
+        if adapt_batchnorm:
+            sets.adapt(key, corrupted, truth)
         record[kind][str(severity)] = sets.scores[key]["accuracy"]
     record.update(sets.record(adapt_batchnorm))
     if predictions_dir is not None:
@@ -304,12 +308,13 @@ class _DigitSets:
                                         verbose=0)
         return matched_digits(scores, multi_hot)
 
-    def add(self, key, images, multi_hot, adapt_batchnorm=False):
-        """Scores `images` under `key` (and `adapted:<key>`)."""
-        true, predicted = self.predict(images, multi_hot)
-        self._keep(key, true, predicted)
-        if not adapt_batchnorm:
-            return
+    def add(self, key, images, multi_hot):
+        """Scores `images` under `key`."""
+        self._keep(key, *self.predict(images, multi_hot))
+
+    def adapt(self, key, images, multi_hot):
+        """Scores `images` again under `adapted:<key>`, with BatchNorm
+        statistics adapted to them (the plain ones if it has none)."""
         from keras_caps.evaluation import batchnorm_adaptation
 
         with batchnorm_adaptation.adapted_batchnorm(
@@ -317,6 +322,10 @@ class _DigitSets:
             self.adapted_layers = len(layers)
             if layers:
                 true, predicted = self.predict(images, multi_hot)
+            else:  # Nothing adapted: the plain predictions.
+                true, predicted = (
+                    self.predictions[name].reshape(-1, NUM_DIGITS)
+                    for name in (_LABELS, key))
         self._keep(_ADAPTED + key, true, predicted)
 
     def _keep(self, key, true, predicted):
