@@ -161,6 +161,14 @@ class CompareMultiMNISTTest(TestCase):
             self.assertEqual((test["b"], test["c"]),
                              (int(np.sum(cnn & ~reference)),
                               int(np.sum(~cnn & reference))))
+        # An exact-match column's relative error is against the clean
+        # exact-match accuracy (one seed: the means are the values).
+        ratios = results["routers"]["cnn"]["relative_corruption_error"]
+        self.assertNotIn("exact_match:clean", ratios)
+        self.assertAllClose(
+            ratios["exact_match:noise:0.3"],
+            (1 - exact_correct["cnn", "noise:0.3"].mean())
+            / (1 - exact_correct["cnn", "clean"].mean()))
         self._check_predictions(output_dir, multi_hot)
         with open(os.path.join(output_dir, "results.md")) as file:
             table = file.read()
