@@ -79,7 +79,8 @@ LOGITS = "logits"
 
 PROBABILITIES = "probabilities"
 """The float32 softmax class probabilities `(batch, classes)` of
-`CNNBaseline`."""
+`CNNBaseline` (on presets with several objects per image, MultiMNIST, a
+sigmoid per class)."""
 
 CLASS_SCORE_LAYERS = (LENGTH, LOGITS, PROBABILITIES)
 """The names of the class-score layer, one per kind of model; every model

@@ -35,9 +35,12 @@ def add_compare_command(commands):
                          "but sabour_cnn (and cnn_vectors_decoder with "
                          "--no-reconstruction).")
     compare.add_argument("--dataset", default="mnist", type=dataset_name,
-                         help="mnist, fashion_mnist, smallnorb or "
+                         help="mnist, fashion_mnist, smallnorb, "
                          "mnist_canvas (MNIST digits placed at random on a "
-                         "40x40 canvas, generated, for --affine); or your "
+                         "40x40 canvas, generated, for --affine) or "
+                         "multi_mnist (two overlapping digits, scored per "
+                         "digit and by exact match; needs "
+                         "--partners-per-digit); or your "
                          "own data: folder:PATH, npz:PATH or "
                          "tfds:NAME (clean accuracy only).")
     compare.add_argument("--seeds", type=int_list, default=[0, 1, 2, 3, 4],
@@ -116,11 +119,6 @@ def run_compare(args):
     """Runs the comparison and prints its table. Returns 0."""
     from keras_caps.evaluation import compare
 
-    if args.partners_per_digit is not None:
-        raise ValueError(
-            "`--partners-per-digit` is a MultiMNIST option, and compare "
-            "does not train on MultiMNIST. Received: --partners-per-digit="
-            f"{args.partners_per_digit}")
     output_dir = _output_dir(args)
     attacks = requested_attacks(args)
     check_attack_images_flag(attacks, args.dataset)
@@ -136,7 +134,8 @@ def run_compare(args):
         until_accuracy=args.until_accuracy, workers=args.workers,
         shard=args.shard, adapt_batchnorm=args.adapt_batchnorm,
         stem_normalization=args.stem_normalization,
-        viewpoints=args.viewpoints, attacks=attacks)
+        viewpoints=args.viewpoints, attacks=attacks,
+        partners_per_digit=args.partners_per_digit)
     if "unfinished" in results:
         _print_unfinished(results, args, output_dir)
         return 0

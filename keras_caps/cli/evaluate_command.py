@@ -144,9 +144,7 @@ def _check_evaluate_arguments(args, corruptions):
             check_multi_digit_evaluation,
         )
 
-        check_multi_digit_evaluation(
-            args.dataset, dataset_options(args), args.predictions_dir,
-            args.adapt_batchnorm)
+        check_multi_digit_evaluation(args.dataset, dataset_options(args))
 
 
 def _check_attack_arguments(args, attacks):

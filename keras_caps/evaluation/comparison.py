@@ -89,6 +89,7 @@ from keras_caps.evaluation import comparison_significance
 from keras_caps.evaluation import comparison_statistics
 from keras_caps.evaluation import comparison_tables
 from keras_caps.evaluation import learning_curves
+from keras_caps.evaluation import multi_digit_comparison
 from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.evaluation import robustness
 from keras_caps.evaluation import shards
@@ -188,7 +189,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             read_options=None, reference=None, until_accuracy=None,
             workers=1, shard=None, adapt_batchnorm=False,
             stem_normalization="batch", viewpoints=None,
-            attacks=None):
+            attacks=None, partners_per_digit=None):
     """Trains and evaluates each router for each seed; writes the table.
 
     Args:
@@ -196,7 +197,10 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             `CapsuleClassifier`, `"cnn"` and the controls). Defaults to
             `default_models(reconstruction)`.
         dataset: str. A `CapsuleClassifier` preset: `"mnist"`,
-            `"fashion_mnist"`, `"smallnorb"` or `"mnist_canvas"`; or a
+            `"fashion_mnist"`, `"smallnorb"`, `"mnist_canvas"` or
+            `"multi_mnist"` (two digits an image, scored per digit and by
+            exact match: `keras_caps.evaluation.multi_digit_comparison`;
+            needs `partners_per_digit`); or a
             dataset a user brings, `"folder:PATH"`, `"npz:PATH"` or
             `"tfds:NAME"` (clean accuracy only: no `corruptions`).
         output_dir: str. The comparison's folder.
@@ -286,6 +290,10 @@ def compare(routers=None, dataset="mnist", *, output_dir,
             `adapt_batchnorm`, it changes no model: a finished comparison
             resumed with other attacks evaluates its models again, none is
             trained again. Defaults to `None`.
+        partners_per_digit: int or `None`. `"multi_mnist"` only, and
+            needed there: the test pairs per MNIST test digit (e.g. 10:
+            100,000 pairs), of the models' test split and of their
+            evaluation. Recorded in `compare.json`.
 
     Returns:
         dict: the `results.json` record (`"settings"` with `"data"`,
@@ -337,6 +345,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     reference = _check_reference(reference, settings["routers"])
     if viewpoints is not None:  # Absent: the whole training split.
         settings["viewpoints"] = viewpoints
+    settings.update(_multi_digit(dataset, partners_per_digit, attack_settings))
     settings.update(normalization_settings(
         adapt_batchnorm, stem_normalization, user_data is not None))
     settings.update(attack_settings)
@@ -384,6 +393,14 @@ def _attack_settings(attacks, user_data):
             "comparison on a user's dataset measures clean accuracy only. "
             f"Drop them. Received: attacks={attacks!r}")
     return {"attacks": attacks} if attacks else {}
+
+
+def _multi_digit(dataset, partners_per_digit, attack_settings):
+    """`{"partners_per_digit": n}` of a MultiMNIST comparison's settings,
+    checked (absent for other datasets, as before MultiMNIST was
+    compared); see `keras_caps.evaluation.multi_digit_comparison`."""
+    return multi_digit_comparison.comparison_settings(
+        dataset, partners_per_digit, attack_settings.get("attacks"))
 
 
 def _finished_model(settings, output_dir):
@@ -610,7 +627,8 @@ def training_settings(settings, router, seed):
         reconstruction=model_reconstruction(router,
                                             settings["reconstruction"]),
         until_accuracy=settings.get("until_accuracy"), **user_data,
-        **_stem_option(settings), **_viewpoint_option(settings))
+        **_stem_option(settings), **_viewpoint_option(settings),
+        **multi_digit_comparison.dataset_options(settings))
 
 
 def _viewpoint_option(settings):
@@ -789,6 +807,7 @@ def _evaluation_settings(settings):
         evaluation["viewpoints"] = settings["viewpoints"]
     if settings.get("attacks"):
         evaluation["attacks"] = settings["attacks"]
+    evaluation.update(multi_digit_comparison.dataset_options(settings))
     return evaluation
 
 
@@ -938,7 +957,8 @@ def train_and_evaluate(router, settings, folder, evaluation, *,
                 predictions_dir=folder,
                 adapt_batchnorm=evaluation.get("adapt_batchnorm", False),
                 viewpoints=evaluation.get("viewpoints"),
-                attacks=evaluation.get("attacks"))
+                attacks=evaluation.get("attacks"),
+                dataset_options=evaluation.get("dataset_options"))
         write_json_atomically(evaluation_path,
                               {"settings": evaluation, **record})
 
@@ -968,7 +988,8 @@ def columns(settings):
     result += attack_evaluation.attack_columns(
         settings.get("attacks"),
         comparison_attacks.transfer_enabled(settings))
-    return result
+    return result + multi_digit_comparison.exact_match_columns(settings,
+                                                               result)
 
 
 def _accuracy(evaluation, key):
@@ -976,6 +997,8 @@ def _accuracy(evaluation, key):
         return evaluation["clean"]["accuracy"]
     if key in ("affine", "translated"):
         return evaluation[key]
+    if multi_digit_comparison.is_exact_match(key):  # MultiMNIST.
+        return multi_digit_comparison.accuracy(evaluation, key)
     kind, severity = key.split(":")
     return evaluation[kind][severity]
 
@@ -1020,9 +1043,11 @@ def results_record(runs, settings, reference=None):
         # Of the mean accuracies; `None` without a clean error (JSON has
         # no infinity).
         ratios = {key: comparison_statistics.relative_corruption_error(
-            row["accuracy"][key]["mean"], row["accuracy"]["clean"]["mean"])
+            row["accuracy"][key]["mean"],
+            row["accuracy"][multi_digit_comparison.clean_key(key)]["mean"])
             for key, _ in columns(settings)[1:]
-            if key not in predictions_lib.VIEWPOINT_KEYS}
+            if key not in predictions_lib.VIEWPOINT_KEYS
+            and key != multi_digit_comparison.clean_key(key)}
         row["relative_corruption_error"] = {
             key: None if ratio is None or np.isinf(ratio) else ratio
             for key, ratio in ratios.items()}
@@ -1272,6 +1297,7 @@ def results_markdown(results):
         results, columns(settings))
     lines += learning_curves.until_accuracy_notes(results)
     lines += _viewpoint_notes(results)
+    lines += multi_digit_comparison.notes(results)
     return "\n".join(lines) + "\n"
 
 

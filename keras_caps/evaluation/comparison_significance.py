@@ -25,6 +25,7 @@ import os
 import numpy as np
 
 from keras_caps.evaluation import comparison_statistics as stats
+from keras_caps.evaluation import multi_digit_comparison
 from keras_caps.evaluation import predictions as predictions_lib
 
 ALPHA = 0.05
@@ -181,7 +182,9 @@ def _mcnemar(predictions, model, reference, seed, key):
     predictions (or with predictions of other images)."""
     (folder, mine), (_, theirs) = (predictions[(name, seed)]
                                    for name in (model, reference))
-    if mine is None or theirs is None or key not in mine or key not in theirs:
+    saved = multi_digit_comparison.saved_key(key)  # MultiMNIST's exact match
+    if (mine is None or theirs is None or saved not in mine
+            or saved not in theirs):
         return None
     labels = predictions_lib.labels_of(key, mine)
     if labels != predictions_lib.labels_of(key, theirs) or not (
@@ -191,9 +194,17 @@ def _mcnemar(predictions, model, reference, seed, key):
                         "test.", folder, seed)
         return None
     reference_folder = predictions[(reference, seed)][0]
-    result = stats.mcnemar_exact(_correct(mine, key, folder),
-                                 _correct(theirs, key, reference_folder))
+    result = stats.mcnemar_exact(
+        _image_correct(mine, key, folder),
+        _image_correct(theirs, key, reference_folder))
     return {"seed": seed, **result}
+
+
+def _image_correct(predictions, key, folder):
+    """`_correct`; for an exact-match column (MultiMNIST), per image."""
+    return multi_digit_comparison.per_image_correct(
+        predictions, key,
+        lambda found, column: _correct(found, column, folder))
 
 
 def _correct_by_holm(tests):
@@ -254,7 +265,8 @@ def _relative_error_table(rows, titles):
     # Corruptions only: the viewpoint columns are no corruption of the
     # clean images (the comparison's viewpoint note relates them).
     corrupted = [(key, title) for key, title in titles[1:]
-                 if key not in predictions_lib.VIEWPOINT_KEYS]
+                 if key not in predictions_lib.VIEWPOINT_KEYS
+                 and key != multi_digit_comparison.clean_key(key)]
     if not corrupted:
         return []
     lines = ["", "Relative corruption error (error under the corruption / "
@@ -281,6 +293,8 @@ def _clean_of(row, key, clean):
     if key.startswith(predictions_lib.ATTACK_PREFIXES) and (
             "attack_clean" in row):
         return row["attack_clean"]["mean"]
+    if multi_digit_comparison.is_exact_match(key):  # MultiMNIST.
+        return row["accuracy"][multi_digit_comparison.clean_key(key)]["mean"]
     return clean
 
 

@@ -33,6 +33,11 @@ array being image `i` of the same test set, in the test split's order:
   (`adapt_batchnorm=True`; see
   `keras_caps.evaluation.batchnorm_adaptation`).
 
+On MultiMNIST (two digits an image) every array holds one entry per
+digit, two per image, image after image: `"labels"` the true digits in
+ascending order, each key the predicted class matched to each (see
+`keras_caps.evaluation.multi_digit_robustness.matched_digits`).
+
 Classes are `uint8` when every class id fits (under 256 classes), else
 `int16`. `read_predictions(folder)` reads the file back as a dict of
 arrays; `confusion_matrices(predictions, num_classes)` counts, for each

@@ -240,9 +240,10 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
             `keras_caps.inference.inference_model`.
         dataset: str. The dataset the model was trained on. For
             `"multi_mnist"` (two digits an image) the record holds
-            per-digit and exact-match accuracies instead, see
+            per-digit and exact-match accuracies instead, and its
+            predictions one per digit, see
             `keras_caps.evaluation.multi_digit_robustness` (it needs
-            `dataset_options={"partners_per_digit": n}`).
+            `dataset_options={"partners_per_digit": n}`; no attacks).
         corruptions: dict or `None`; see `check_corruptions`. Clean
             accuracy only when `None`.
         data_dir: str or `None`. The data folder.
@@ -314,8 +315,8 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     check_bool("adapt_batchnorm", adapt_batchnorm)
     check_viewpoints(dataset, viewpoints)
     attacks = attack_evaluation.check_attacks(attacks)
-    multi_digit.check_multi_digit_evaluation(
-        dataset, dataset_options, predictions_dir, adapt_batchnorm, attacks)
+    multi_digit.check_multi_digit_evaluation(dataset, dataset_options,
+                                             attacks=attacks)
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
         if attacks:
             attack_evaluation.check_attack_model(model, "model")
@@ -324,7 +325,8 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         return multi_digit.evaluate_multi_digit_robustness(
             model, dataset, corruptions, data_dir=data_dir, seed=seed,
             batch_size=batch_size, dataset_options=dataset_options,
-            download=download)
+            download=download, predictions_dir=predictions_dir,
+            adapt_batchnorm=adapt_batchnorm)
     predictor = classifier(model)
     images, labels = load_test_arrays(dataset, data_dir=data_dir, seed=seed,
                                       dataset_options=dataset_options,

@@ -9,9 +9,12 @@ from keras_caps.training.atomic_files import write_json_atomically
 from keras_caps.training.record_files import UnreadableRecordError
 from keras_caps.training.record_files import read_json_record
 
-# Single-object accuracy, then MultiMNIST's official per-digit accuracy.
+# Single-object accuracy, then MultiMNIST's official per-digit accuracy
+# (of a decoder model's "length" output, or of a model without decoder,
+# whose exact-match accuracy would come first in alphabetical order).
 _PREFERRED_MONITORS = ("val_length_accuracy", "val_accuracy",
-                       "val_length_multi_digit_accuracy")
+                       "val_length_multi_digit_accuracy",
+                       "val_multi_digit_accuracy")
 
 
 class BestCheckpoint(keras.callbacks.Callback):

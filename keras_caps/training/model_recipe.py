@@ -47,7 +47,9 @@ def closest_preset(model, input_shape):
     and the training recipe come from one of the family's presets, named
     by its dataset. The closest has the same number of channels if any
     preset has, then the nearest image area (height x width); a tie goes
-    to the preset listed first.
+    to the preset listed first. Presets of several objects an image
+    (MultiMNIST's two digits) are not candidates: a user's dataset has
+    one label an image.
 
     Args:
         model: str. A key of `MODELS`.
@@ -71,4 +73,6 @@ def closest_preset(model, input_shape):
         return (preset_channels != channels,
                 abs(preset_height * preset_width - height * width), index)
 
-    return min(enumerate(presets), key=distance)[1]
+    single = [name for name in presets
+              if presets[name].get("num_objects", 1) == 1]
+    return min(enumerate(single), key=distance)[1]

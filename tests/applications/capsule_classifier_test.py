@@ -179,7 +179,7 @@ class CapsuleClassifierTest(TestCase):
          "Unknown `router_options` for router 'dynamic'.*iterations"),
         ("options_type", {"router_options": [3]}, TypeError,
          "`router_options`.*dict"),
-        ("dataset", {"dataset": "multi_mnist"}, ValueError, "multi_mnist"),
+        ("dataset", {"dataset": "cifar10"}, ValueError, "cifar10"),
     )
     def test_bad_arguments(self, kwargs, error, message):
         with self.assertRaisesRegex(error, message):

@@ -98,10 +98,7 @@ class MultiDigitRobustnessTest(TestCase):
         with self.assertRaisesRegex(ValueError, "does not apply"):
             evaluate_robustness(self.path, "multi_mnist",
                                 corruptions={"affine": True})
-        for flags, message in (
-                ([], "--partners-per-digit"),
-                (["--partners-per-digit", "2", "--predictions-dir",
-                  self.get_temp_dir()], "do not apply to MultiMNIST")):
+        for flags, message in (([], "--partners-per-digit"),):
             stderr = io.StringIO()
             with contextlib.redirect_stderr(stderr):
                 code = cli.main(["evaluate", "--model-path", self.path,
@@ -109,3 +106,63 @@ class MultiDigitRobustnessTest(TestCase):
                                  self.data_dir, "--noise", "0.1", *flags])
             self.assertEqual(code, 2)
             self.assertIn(message, stderr.getvalue())
+
+    def test_batchnorm_adaptation_and_predictions(self):
+        # A BatchNormalization on the scaled pixels, then the bar-reading
+        # dense layer of `test_clean_and_corrupted_scores`; adapted, the
+        # layer normalises with the moments of the set it classifies.
+        inputs = keras.Input((36, 36, 1))
+        norm = keras.layers.BatchNormalization(epsilon=1e-3)
+        dense = keras.layers.Dense(10)
+        model = keras.Model(inputs, dense(keras.layers.Flatten()(norm(
+            keras.layers.Rescaling(1 / 255)(inputs)))))
+        kernel = np.zeros((36, 36, 10), "float32")
+        for k in range(10):
+            # Weights that differ by class, so that the normalisation's
+            # shift moves the classes' scores apart: the ranking depends
+            # on the statistics.
+            kernel[2 * k + 7:2 * k + 11, :, k] = 1.0 + 0.3 * k
+        kernel = kernel.reshape(-1, 10)
+        dense.set_weights([kernel, np.zeros(10, "float32")])
+        gamma, beta = np.float32(2.0), np.float32(-0.5)
+        norm.set_weights([np.array([gamma]), np.array([beta]),
+                          np.array([0.3], "float32"),
+                          np.array([0.05], "float32")])
+        folder = os.path.join(self.get_temp_dir(), "predictions")
+        os.makedirs(folder)
+        options = {"partners_per_digit": 2, "shift": 1}
+        record = evaluate_robustness(
+            model, "multi_mnist", data_dir=self.data_dir, seed=5,
+            corruptions={"noise": [0.3]}, batch_size=16,
+            dataset_options=options, adapt_batchnorm=True,
+            predictions_dir=folder)
+        test = datasets.load("multi_mnist", "test", batch_size=100,
+                             data_dir=self.data_dir, seed=5,
+                             reconstruction=False, **options)
+        images, multi_hot = (np.concatenate(part) for part in zip(
+            *test.as_numpy_iterator()))
+        for key, batch in (("clean", images),
+                           ("noise:0.3", corruptions.gaussian_noise(
+                               images, 0.3, 5 + 1000))):
+            x = batch.astype("float64") / 255
+            normalised = (x - x.mean()) / np.sqrt(x.var() + 1e-3)
+            scores = (gamma * normalised + beta).reshape(len(x), -1) @ kernel
+            per_digit, exact = _reference(scores, multi_hot)
+            self.assertAllClose(record["adapted"]["accuracy"][key],
+                                per_digit)
+            self.assertAllClose(
+                record["adapted"]["accuracy"]["exact_match:" + key], exact)
+        self.assertEqual(record["adapted"]["batchnorm_layers"], 1)
+        # The stored statistics give other scores.
+        self.assertNotEqual(record["adapted"]["accuracy"]["clean"],
+                            record["clean"]["accuracy"])
+        # The statistics are restored afterwards.
+        self.assertAllClose(norm.get_weights()[2:], [[0.3], [0.05]])
+        saved = np.load(os.path.join(folder, "predictions.npz"))
+        true = np.array([np.flatnonzero(row) for row in multi_hot])
+        np.testing.assert_array_equal(saved["labels"], true.reshape(-1))
+        self.assertAllClose(np.mean(saved["clean"] == saved["labels"]),
+                            record["clean"]["accuracy"])
+        self.assertAllClose(
+            np.mean(saved["adapted:clean"] == saved["labels"]),
+            record["adapted"]["accuracy"]["clean"])

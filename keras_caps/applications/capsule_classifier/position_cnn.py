@@ -60,11 +60,16 @@ def PositionCNN(dataset="mnist", *, hidden_units=POSITION_CNN_HIDDEN_UNITS,
     10,496 (as the primary capsules); the head 128 * 148 + 148 + 148 * 10
     + 10 = 20,582; in all 161,766, against 161,664 (`"dynamic"`) to
     161,952 (`"attention"`) for `CapsuleClassifier` without its decoder.
-    On `"mnist_canvas"` the window covers the 15 x 15 map: 180,198.
+    On `"mnist_canvas"` the window covers the 15 x 15 map: 180,198. On
+    `"multi_mnist"` the window is the primary capsules' 5 x 5 of stride 2
+    on the 6 x 6 map (5 * 5 * 128 + 128 = 3,328): 154,598; its output is
+    a sigmoid per class trained with the binary cross-entropy on the
+    two-hot targets (see `CNNBaseline`).
 
     Args:
         dataset: str. A preset of `CapsuleClassifier`: `"mnist"`,
-            `"fashion_mnist"`, `"smallnorb"` or `"mnist_canvas"`.
+            `"fashion_mnist"`, `"smallnorb"`, `"mnist_canvas"` or
+            `"multi_mnist"`.
         hidden_units: int. Width of the hidden dense layer. Defaults to
             148.
         input_shape: tuple `(height, width, channels)`. Defaults to the
