@@ -1,0 +1,128 @@
+"""ONNX export of the inference graph, through Keras' own exporter.
+
+No TensorFlow is imported here: on JAX and PyTorch the whole ONNX export
+runs without it (Keras converts with jax2onnx and `torch.onnx`; with
+tf2onnx on the TensorFlow backend).
+"""
+
+import math
+import os
+import shutil
+import tempfile
+import warnings
+
+import keras
+import numpy as np
+
+from keras_caps import model_roles as roles
+
+ONNX_FILE = "model.onnx"
+"""The ONNX model inside an ONNX export folder."""
+
+BATCH = "batch"
+"""The name of the dynamic batch dimension of the ONNX input and outputs."""
+
+
+def output_shapes(model):
+    """`{name: shape without the batch}` of the outputs of `model`, in the
+    order they are exported (a single output is named after its layer)."""
+    if isinstance(model.output, dict):
+        return {name: tuple(tensor.shape[1:])
+                for name, tensor in model.output.items()}
+    return {model.output_names[0]: tuple(model.output.shape[1:])}
+
+
+def write_onnx(model, folder, input_range):
+    """Writes `model` (a serving model) to `folder/model.onnx`.
+
+    The ONNX graph takes `image`, float32 `(batch, height, width,
+    channels)` with a dynamic batch, scales [0, 1] inputs to pixels
+    (`input_range="unit"`), and returns the model's outputs as float32
+    under their names (`"length"`, ...), NaN for every image holding a NaN
+    or an infinity: the SavedModel's `serve` signature, in ONNX.
+    """
+    shapes = output_shapes(model)
+    graph = _serving_graph(model, input_range, shapes)
+    image_shape = tuple(model.inputs[0].shape[1:])
+    graph(np.zeros((1, *image_shape), "float32"))  # Keras exports called
+    # models only.
+    # The converter writes in a folder of its own (some write the weights
+    # beside the graph); the export is one file, `model.onnx`.
+    converted = tempfile.mkdtemp(prefix=".onnx-", dir=folder)
+    try:
+        with warnings.catch_warnings():
+            # The converters' own notices (tracing, deprecations) say
+            # nothing about the exported graph, which is checked below.
+            warnings.simplefilter("ignore")
+            graph.export(os.path.join(converted, ONNX_FILE), format="onnx",
+                         verbose=False)
+        _name_inputs_and_outputs(os.path.join(converted, ONNX_FILE),
+                                 os.path.join(folder, ONNX_FILE), shapes)
+    finally:
+        shutil.rmtree(converted, ignore_errors=True)
+
+
+def _serving_graph(model, input_range, shapes):
+    """A functional model around `model` with the serving contract: one
+    input named `image`, a list of float32 outputs in the order of
+    `shapes`, NaN rows for non-finite images."""
+    image_shape = tuple(model.inputs[0].shape[1:])
+    image = keras.Input(image_shape, dtype="float32", name=roles.IMAGE)
+    scaled = image * 255.0 if input_range == "unit" else image
+    outputs = model(scaled, training=False)
+    if not isinstance(outputs, dict):
+        outputs = {next(iter(shapes)): outputs}
+    # (batch,): whether every value of each image is finite.
+    finite = keras.ops.all(keras.ops.isfinite(keras.ops.reshape(
+        image, (-1, math.prod(image_shape)))), axis=1)
+    served = []
+    for name, shape in shapes.items():
+        keep = keras.ops.reshape(finite, (-1,) + (1,) * len(shape))
+        served.append(keras.ops.where(
+            keep, keras.ops.cast(outputs[name], "float32"), float("nan")))
+    return keras.Model(image, served, name=f"{model.name}_onnx")
+
+
+def _name_inputs_and_outputs(converted, path, shapes):
+    """Writes the ONNX model `converted` to `path` (one file), its outputs
+    named after `shapes` (in order) and its batch dimensions `batch`, after
+    checking that the converter kept one `image` input, a dynamic batch
+    and the outputs' order and shapes."""
+    import onnx
+
+    proto = onnx.load(converted)  # With any weights written beside it.
+    graph = proto.graph
+    inputs = [value.name for value in graph.input]
+    if inputs != [roles.IMAGE]:
+        raise ValueError(f"The ONNX converter named the inputs {inputs}; "
+                         f"expected [{roles.IMAGE!r}].")
+    if len(graph.output) != len(shapes):
+        raise ValueError(f"The ONNX converter wrote {len(graph.output)} "
+                         f"outputs; expected {len(shapes)} ({list(shapes)}).")
+    for value, (name, shape) in zip(graph.output, shapes.items(),
+                                    strict=True):
+        dims = value.type.tensor_type.shape.dim
+        known = [dim.dim_value if dim.HasField("dim_value") else None
+                 for dim in dims]
+        if len(known) != 1 + len(shape) or any(
+                size not in (None, expected)
+                for size, expected in zip(known[1:], shape, strict=True)):
+            raise ValueError(
+                f"The ONNX output {value.name!r} has shape {known}; "
+                f"expected output {name!r} of shape {[None, *shape]}.")
+        for dim, size in zip(dims[1:], shape, strict=True):
+            dim.dim_value = size  # Some converters leave it unknown.
+        if value.name != name:
+            # An Identity gives the converter's tensor the served name.
+            graph.node.append(onnx.helper.make_node(
+                "Identity", [value.name], [name], name=f"serve_{name}"))
+            value.name = name
+    for value in (*graph.input, *graph.output):
+        batch = value.type.tensor_type.shape.dim[0]
+        if batch.HasField("dim_value"):
+            raise ValueError(
+                f"The ONNX converter fixed the batch size of {value.name!r} "
+                f"to {batch.dim_value}; expected a dynamic batch.")
+        batch.dim_param = BATCH
+    onnx.checker.check_model(proto)
+    onnx.save(proto, path, save_as_external_data=False)
