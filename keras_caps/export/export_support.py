@@ -24,7 +24,7 @@ _ONNX_CONVERTERS = {"tensorflow": ("tf2onnx",), "jax": ("jax2onnx",),
 _ONNX_EXTRA = {"tensorflow": "onnx", "jax": "onnx-jax", "torch": "onnx"}
 
 
-def check_export_support(format="saved_model", backend=None):
+def check_export_support(format="saved_model", backend=None, precision=None):
     """Raises a one-line `ValueError` unless `format` can be written here.
 
     A SavedModel needs TensorFlow installed, and the TensorFlow or JAX
@@ -33,11 +33,13 @@ def check_export_support(format="saved_model", backend=None):
     and, beside the `onnx` package, the converter Keras uses on that
     backend: tf2onnx (TensorFlow), jax2onnx (JAX) or nothing more
     (PyTorch's own `torch.onnx`). Each message names what to install or
-    to use instead.
+    to use instead. An ONNX model computes in float32 (Keras' ONNX
+    exporter takes float32 models only): a 16-bit `precision` is refused.
 
     Args:
         format: `"saved_model"` or `"onnx"`.
         backend: str or `None` (the current Keras backend).
+        precision: The export's `precision` (see `export_inference_model`).
 
     Raises:
         ValueError: the format cannot be written with this backend and
@@ -57,6 +59,12 @@ backends: set KERAS_BACKEND to one of them. Received: backend 'numpy'
         _check_saved_model_support(backend)
     else:
         _check_onnx_support(backend)
+        if precision not in (None, "float32"):
+            raise ValueError(
+                "The ONNX export computes in float32 (Keras' ONNX exporter "
+                "takes float32 models only): leave `precision` "
+                "(`--precision`) unset, or export a SavedModel for 16-bit "
+                f"convolutions. Received: precision={precision!r}")
 
 
 def _check_saved_model_support(backend):

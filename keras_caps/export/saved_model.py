@@ -138,9 +138,9 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     ['length']
     """
     check_choice("input_range", input_range, INPUT_RANGES)
-    check_export_support(format)
+    check_export_support(format, precision=precision)
     if format == "onnx":
-        precision = _onnx_precision(precision)
+        precision = "float32"  # Keras' ONNX exporter takes float32 only.
     check_export_target(path, overwrite=overwrite, model_path=model_path)
     if class_names is not None:
         class_names = _check_export_class_names(model, class_names)
@@ -159,18 +159,6 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     except (OSError, *_op_errors(format)) as error:
         raise _export_error(error, path) from error
     return model
-
-
-def _onnx_precision(precision):
-    """The serving precision of an ONNX export: float32 (Keras' ONNX
-    exporter takes float32 models only)."""
-    if precision not in (None, "float32"):
-        raise ValueError(
-            "The ONNX export computes in float32 (Keras' ONNX exporter "
-            "takes float32 models only): leave `precision` (`--precision`) "
-            "unset, or export a SavedModel for 16-bit convolutions. "
-            f"Received: precision={precision!r}")
-    return "float32"
 
 
 def _op_errors(format):
