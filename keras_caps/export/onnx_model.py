@@ -32,6 +32,32 @@ def output_shapes(model):
     return {model.output_names[0]: tuple(model.output.shape[1:])}
 
 
+def check_onnx_convertible(model):
+    """Raises a one-line `ValueError` if `model` cannot be exported to ONNX
+    on this backend.
+
+    On PyTorch, Keras exports a dynamic batch through PyTorch's TorchScript
+    exporter, which cannot convert Keras' `LayerNormalization` (its
+    normalised shape is read from the traced input, not a constant):
+    VectorRoutingCapsNet, InvertedAttentionCapsNet, MatrixCapsNet and the
+    inverted-attention CapsuleClassifier export from JAX or TensorFlow.
+    """
+    if keras.backend.backend() != "torch" or not isinstance(
+            model, keras.layers.Layer):
+        return
+    found = [layer.name for layer in model._flatten_layers(
+        include_self=False, recursive=True)
+        if isinstance(layer, keras.layers.LayerNormalization)]
+    if found:
+        raise ValueError(
+            "The ONNX export on the PyTorch backend cannot convert Keras' "
+            "LayerNormalization (PyTorch's TorchScript exporter needs a "
+            "constant normalised shape): export this model with "
+            "KERAS_BACKEND=jax or tensorflow (its .keras file loads on any "
+            f"backend). Received: a model named {model.name!r} with "
+            f"LayerNormalization layers {found[:3]}")
+
+
 def write_onnx(model, folder, input_range):
     """Writes `model` (a serving model) to `folder/model.onnx`.
 

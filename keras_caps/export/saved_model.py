@@ -19,6 +19,7 @@ import keras
 
 from keras_caps import model_roles as roles
 from keras_caps.export.export_support import check_export_support
+from keras_caps.export.onnx_model import check_onnx_convertible
 from keras_caps.export.onnx_model import output_shapes
 from keras_caps.export.onnx_model import write_onnx
 from keras_caps.inference import serving_model
@@ -140,6 +141,7 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     check_choice("input_range", input_range, INPUT_RANGES)
     check_export_support(format, precision=precision)
     if format == "onnx":
+        check_onnx_convertible(model)
         precision = "float32"  # Keras' ONNX exporter takes float32 only.
     check_export_target(path, overwrite=overwrite, model_path=model_path)
     if class_names is not None:

@@ -25,6 +25,7 @@ from keras_caps.cli import main
 from keras_caps.export import check_export_support
 from keras_caps.export import export_inference_model
 from keras_caps.export import export_support
+from keras_caps.export.onnx_model import check_onnx_convertible
 from keras_caps.inference import ExportedClassifier
 from tests.folder_contents import folder_contents
 
@@ -301,3 +302,23 @@ def test_onnx_export_refusals_write_nothing(tmp_path):
                  "--precision", "mixed_float16"]) == 2
     assert folder_contents(tmp_path) == {"out/notes.txt": b"keep me",
                                          "model.keras": b"not a model"}
+
+
+@pytest.mark.single_backend
+def test_layer_normalization_is_refused_on_torch_only(monkeypatch):
+    # PyTorch's TorchScript exporter cannot convert Keras' layer norm with
+    # a dynamic batch: refused up front, naming the layer (also inside a
+    # nested model) and the backends that export it.
+    inner = keras.Sequential([keras.layers.LayerNormalization(name="norm")],
+                             name="block")
+    image = keras.Input((4, 3), name="image")
+    with_norm = keras.Model(image, inner(keras.layers.Dense(3)(image)))
+    without = keras.Model(image, keras.layers.Dense(3)(image))
+    monkeypatch.setattr(keras.backend, "backend", lambda: "torch")
+    with pytest.raises(ValueError, match=r"cannot convert Keras' "
+                       r"LayerNormalization.*KERAS_BACKEND=jax or "
+                       r"tensorflow.*\['norm'\]$"):
+        check_onnx_convertible(with_norm)
+    check_onnx_convertible(without)
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    check_onnx_convertible(with_norm)
