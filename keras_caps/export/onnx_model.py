@@ -15,6 +15,8 @@ import keras
 import numpy as np
 
 from keras_caps import model_roles as roles
+from keras_caps.inference.model_rebuilding import as_functional
+from keras_caps.inference.model_rebuilding import rebuild_model
 
 ONNX_FILE = "model.onnx"
 """The ONNX model inside an ONNX export folder."""
@@ -68,7 +70,8 @@ def write_onnx(model, folder, input_range):
     or an infinity: the SavedModel's `serve` signature, in ONNX.
     """
     shapes = output_shapes(model)
-    graph = _serving_graph(model, input_range, shapes)
+    graph = _serving_graph(_normalization_as_rescaling(model), input_range,
+                           shapes)
     image_shape = tuple(model.inputs[0].shape[1:])
     graph(np.zeros((1, *image_shape), "float32"))  # Keras exports called
     # models only.
@@ -86,6 +89,39 @@ def write_onnx(model, folder, input_range):
                                  os.path.join(folder, ONNX_FILE), shapes)
     finally:
         shutil.rmtree(converted, ignore_errors=True)
+
+
+def _normalization_as_rescaling(model):
+    """`model` with each `Normalization` (the input standardisation of
+    presets with input statistics) replaced by the `Rescaling` computing
+    the same `(x - mean) / max(sqrt(variance), epsilon)` as
+    `x * scale + offset`, equal to float32 rounding.
+
+    `Normalization` holds its statistics as tensors made outside the traced
+    function, which tf2onnx turns into extra graph inputs instead of
+    constants; `Rescaling` makes them inside it, as constants.
+    """
+    if not any(isinstance(layer, keras.layers.Normalization)
+               and not layer.invert for layer in model.layers):
+        return model
+    model, config = as_functional(model)
+    weights = {}
+    for entry in config["layers"]:
+        layer = model.get_layer(entry["name"])
+        if not isinstance(layer, keras.layers.Normalization) or layer.invert:
+            weights[layer.name] = layer.get_weights()
+            continue
+        # (1, ..., channels): the statistics, broadcast as the layer does.
+        mean = keras.ops.convert_to_numpy(layer.mean).astype("float64")
+        deviation = np.maximum(np.sqrt(keras.ops.convert_to_numpy(
+            layer.variance).astype("float64")), keras.backend.epsilon())
+        entry.update(module="keras.layers", class_name="Rescaling",
+                     registered_name=None)
+        entry["config"] = {
+            "name": layer.name, "dtype": entry["config"].get("dtype"),
+            "scale": (1.0 / deviation).astype("float32").tolist(),
+            "offset": (-mean / deviation).astype("float32").tolist()}
+    return rebuild_model(config, weights)
 
 
 def _serving_graph(model, input_range, shapes):
@@ -118,6 +154,11 @@ def _name_inputs_and_outputs(converted, path, shapes):
 
     proto = onnx.load(converted)  # With any weights written beside it.
     graph = proto.graph
+    # tf2onnx may leave some constants as graph inputs with their value as
+    # initializer: they become plain constants.
+    constants = {tensor.name for tensor in graph.initializer}
+    for value in [value for value in graph.input if value.name in constants]:
+        graph.input.remove(value)
     inputs = [value.name for value in graph.input]
     if inputs != [roles.IMAGE]:
         raise ValueError(f"The ONNX converter named the inputs {inputs}; "

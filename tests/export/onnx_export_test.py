@@ -322,3 +322,32 @@ def test_layer_normalization_is_refused_on_torch_only(monkeypatch):
     check_onnx_convertible(without)
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
     check_onnx_convertible(with_norm)
+
+
+def test_onnx_export_keeps_input_statistics_as_constants(tmp_path):
+    # A model standardising its pixels with a `Normalization` (as the
+    # smallNORB presets do): tf2onnx would make its statistics graph
+    # inputs. The export takes `image` only and matches the model, whose
+    # scores are computed here by hand (independently of Keras' layers).
+    mean, variance = np.array([100.0, 20.0]), np.array([400.0, 25.0])
+    kernel = np.arange(2 * 3 * 3, dtype="float32").reshape(6, 3) / 10.0
+    image = keras.Input((3, 1, 2), name="image")
+    x = keras.layers.Normalization(mean=mean.tolist(),
+                                   variance=variance.tolist(),
+                                   name="input_scaling")(image)
+    x = keras.layers.Flatten()(x)
+    dense = keras.layers.Dense(3, use_bias=False, activation="softmax",
+                               name="probabilities")
+    model = keras.Model(image, dense(x))
+    dense.kernel.assign(kernel)
+    folder = str(tmp_path / "export")
+    export_inference_model(model, folder, format="onnx")
+    pixels = np.random.default_rng(2).uniform(
+        0, 255, (4, 3, 1, 2)).astype("float32")
+    outputs, session = _run_onnx(folder, pixels)
+    assert [value.name for value in session.get_inputs()] == ["image"]
+    logits = ((pixels - mean) / np.sqrt(variance)).reshape(4, 6) @ kernel
+    expected = np.exp(logits - logits.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(outputs["probabilities"], expected,
+                               atol=1e-5)
