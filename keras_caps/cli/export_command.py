@@ -1,11 +1,13 @@
-"""`keras-caps export`: a saved model as a SavedModel serving raw images."""
+"""`keras-caps export`: a saved model as a SavedModel (or, with `--format
+onnx`, an ONNX model) serving raw images."""
 
 import os
 
 
 def add_export_command(commands):
     """Registers `export` and its handler on the subparsers `commands`."""
-    from keras_caps.training import PRECISIONS
+    # The same precisions as training's, from a module without TensorFlow.
+    from keras_caps.inference import SERVING_PRECISIONS as PRECISIONS
 
     export = commands.add_parser(
         "export", help="Export a saved .keras model as a SavedModel that "
@@ -27,6 +29,15 @@ def add_export_command(commands):
                         "(default), raw pixels in [0, 255] as the model "
                         "was trained on; unit, images in [0, 1], which the "
                         "signature multiplies by 255.")
+    export.add_argument("--format", default="saved_model",
+                        choices=("saved_model", "onnx"),
+                        help="saved_model (default): a TensorFlow "
+                        "SavedModel (TensorFlow or JAX backend, TensorFlow "
+                        "installed); onnx: the folder holds model.onnx, "
+                        "for ONNX Runtime (any of the TensorFlow, JAX and "
+                        "PyTorch backends; pip install "
+                        "'keras-caps[onnx]', or 'keras-caps[onnx-jax]' on "
+                        "JAX).")
     export.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="Precision of the served convolutions: "
                         "mixed_bfloat16 is faster on CPUs with "
@@ -36,6 +47,7 @@ def add_export_command(commands):
 
 def run_export(args):
     """Exports `--model-path` to `--export-dir`. Returns 0."""
+    from keras_caps.export import check_export_support
     from keras_caps.export import check_export_target
     from keras_caps.export import export_inference_model
     from keras_caps.inference import find_class_names
@@ -44,6 +56,9 @@ def run_export(args):
     if not os.path.exists(args.model_path):
         raise ValueError("No model at `--model-path`. Received: "
                          f"{args.model_path!r}")
+    # What this backend and installation cannot write is refused before
+    # the (slow) model load, with what to install or use instead.
+    check_export_support(args.format, precision=args.precision)
     _refuse_run_artifact(args.export_dir)
     # Checked before the (slow) model load as well as by the export.
     check_export_target(args.export_dir, overwrite=args.overwrite,
@@ -57,7 +72,7 @@ def run_export(args):
                            overwrite=args.overwrite,
                            model_path=args.model_path,
                            input_range=args.input_range,
-                           class_names=class_names)
+                           class_names=class_names, format=args.format)
     print(f"Exported the inference model to {args.export_dir}")
     return 0
 

@@ -1,4 +1,9 @@
-"""SavedModel export of the inference graph (image in, class scores out)."""
+"""Export of the inference graph (image in, class scores out): a
+TensorFlow SavedModel or an ONNX model.
+
+TensorFlow is imported only to write a SavedModel, so the ONNX export on
+JAX or PyTorch runs without it.
+"""
 
 import errno
 import hashlib
@@ -11,9 +16,12 @@ import tempfile
 import time
 
 import keras
-import tensorflow as tf
 
 from keras_caps import model_roles as roles
+from keras_caps.export.export_support import check_export_support
+from keras_caps.export.onnx_model import check_onnx_convertible
+from keras_caps.export.onnx_model import output_shapes
+from keras_caps.export.onnx_model import write_onnx
 from keras_caps.inference import serving_model
 from keras_caps.inference.class_names import EXPORT_CLASS_NAMES_FILE
 from keras_caps.inference.class_names import check_class_names
@@ -36,8 +44,9 @@ INPUT_RANGES = ("pixels", "unit")
 
 def export_inference_model(model, path, reconstruction=False, precision=None,
                            overwrite=False, model_path=None,
-                           input_range="pixels", class_names=None):
-    """Exports the inference graph of `model` as a TensorFlow SavedModel.
+                           input_range="pixels", class_names=None,
+                           format="saved_model"):
+    """Exports the inference graph of `model` as a SavedModel or in ONNX.
 
     What gets exported is `keras_caps.inference.serving_model(model,
     reconstruction, precision)`: the image-to-scores graph with the batch
@@ -57,6 +66,19 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     holds a NaN or an infinity is NaN; a batch of 0 images gives outputs
     with 0 rows. The export is written to a temporary folder beside `path`
     and renamed into place, so `path` never holds a half-written export.
+
+    With `format="onnx"` the folder holds `model.onnx` instead (written by
+    Keras' own ONNX exporter, `model.export(format="onnx")`, on the
+    TensorFlow, JAX or PyTorch backend; no TensorFlow needed on JAX and
+    PyTorch) with the same contract: one input `image`, float32 `(batch,
+    height, width, channels)` with a dynamic batch dimension `batch`, and
+    the outputs named as above (`"length"`, `"reconstruction"`, ...),
+    float32, NaN for non-finite images. It computes in float32 (Keras'
+    ONNX exporter takes float32 models only). Run it with ONNX Runtime:
+    `onnxruntime.InferenceSession(path + "/model.onnx").run(None,
+    {"image": images})`. A SavedModel is written on the TensorFlow and
+    JAX backends, with TensorFlow installed. `check_export_support` says
+    up front whether a format can be written here.
 
     Nothing that keras_caps did not write is ever deleted: `path` must be
     absent, an empty folder, or (with `overwrite=True`) a previous export of
@@ -89,6 +111,8 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
             `keras-caps predict` reads); listed in the marker file like
             every other file of the export. Their number must match the
             model's class scores.
+        format: `"saved_model"` (default) or `"onnx"`, recorded in the
+            marker file.
 
     Returns:
         The exported inference model (a `keras.Model`).
@@ -96,8 +120,10 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     Raises:
         ValueError: `path` exists and is not an empty folder or a previous
             export of keras_caps to overwrite; `reconstruction=True` for a
-            model without a decoder; an unknown `input_range`; a Keras
-            backend other than TensorFlow.
+            model without a decoder; an unknown `input_range` or
+            `format`; a format this backend or installation cannot write
+            (see `check_export_support`), or `format="onnx"` with a 16-bit
+            `precision`. Checked before anything is written.
         OSError: the export could not be written (a full or read-only
             disk); its `filename` is `path`. Nothing is left beside `path`,
             and a previous export there stays as it was.
@@ -113,12 +139,10 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     ['length']
     """
     check_choice("input_range", input_range, INPUT_RANGES)
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError(
-            "The SavedModel export needs the TensorFlow backend: run it "
-            "with KERAS_BACKEND=tensorflow (a model trained on another "
-            "backend loads there from its .keras file). Received: "
-            f"backend {keras.backend.backend()!r}")
+    check_export_support(format, precision=precision)
+    if format == "onnx":
+        check_onnx_convertible(model)
+        precision = "float32"  # Keras' ONNX exporter takes float32 only.
     check_export_target(path, overwrite=overwrite, model_path=model_path)
     if class_names is not None:
         class_names = _check_export_class_names(model, class_names)
@@ -127,28 +151,40 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     record = {"keras_caps_version": __version__,
               "model_path": (None if model_path is None
                              else os.path.abspath(model_path)),
-              "input_range": input_range}
+              "input_range": input_range, "format": format}
+    write = write_onnx if format == "onnx" else _write_saved_model
     try:
         _stage_and_replace(model, os.path.abspath(path), input_range,
                            record, class_names, lambda: check_export_target(
                                path, overwrite=overwrite,
-                               model_path=model_path))
-    except (OSError, tf.errors.OpError) as error:
+                               model_path=model_path), write)
+    except (OSError, *_op_errors(format)) as error:
         raise _export_error(error, path) from error
     return model
 
 
+def _op_errors(format):
+    """The TensorFlow error a SavedModel write raises (none for ONNX)."""
+    if format != "saved_model":
+        return ()
+    import tensorflow as tf
+
+    return (tf.errors.OpError,)
+
+
 def _stage_and_replace(model, path, input_range, record, class_names,
-                       check_target):
-    """Writes the export in a staging folder beside `path`, then moves it
-    to `path` (after `check_target()`). The staging folder is always
-    removed; a previous export at `path` stays if the move fails."""
+                       check_target, write):
+    """Writes the export (`write(model, folder, input_range)`) in a staging
+    folder beside `path`, then moves it to `path` (after `check_target()`).
+    The staging folder is always removed; a previous export at `path`
+    stays if the move fails."""
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".export-", dir=parent)
     try:
         written = os.path.join(staging, "model")
-        _write_saved_model(model, written, input_range)
+        os.makedirs(written, exist_ok=True)  # The SavedModel writer's too.
+        write(model, written, input_range)
         if class_names is not None:  # Before the marker, which lists it.
             write_class_names(
                 os.path.join(written, EXPORT_CLASS_NAMES_FILE), class_names)
@@ -235,20 +271,45 @@ def _write_saved_model(model, path, input_range):
     (`input_range="unit"`), the outputs are always a dict named after the
     model's output layers, the outputs of images holding a NaN or an
     infinity are NaN, and an empty batch gives empty outputs without running
-    the model (some convolution kernels reject a batch of 0).
+    the model (some convolution kernels reject a batch of 0). On JAX the
+    model is converted by Keras' exporter (jax2tf) and wrapped in the same
+    TensorFlow signature.
     """
+    import tensorflow as tf
+
     image_shape = tuple(model.inputs[0].shape[1:])  # (height, width, channels)
-    if isinstance(model.output, dict):
-        output_shapes = {name: tuple(tensor.shape[1:])
-                         for name, tensor in model.output.items()}
+    spec = tf.TensorSpec((None, *image_shape), "float32", name=roles.IMAGE)
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    if keras.backend.backend() == "jax":
+        # A TensorFlow function running the JAX model (not an endpoint of
+        # its own: the export serves only `serve`).
+        call_model = archive._backend_add_endpoint(
+            "model", lambda image: model(image, training=False), [spec])
     else:
-        output_shapes = {model.output_names[0]: tuple(model.output.shape[1:])}
+        def call_model(image):
+            return model(image, training=False)
+    serve = _serve_function(call_model, image_shape, output_shapes(model),
+                            255.0 if input_range == "unit" else 1.0)
+    if keras.backend.backend() == "jax":
+        serve = tf.function(serve, input_signature=[spec], autograph=False)
+        serve.get_concrete_function()  # Traced, as `add_endpoint` needs.
+        archive.add_endpoint("serve", serve)
+    else:
+        archive.add_endpoint("serve", serve, input_signature=[spec])
+    archive.write_out(path, verbose=False)
+
+
+def _serve_function(call_model, image_shape, output_shapes, scale):
+    """The TensorFlow function of the `serve` signature around
+    `call_model` (images to the model's outputs)."""
+    import tensorflow as tf
+
     image_size = math.prod(image_shape)
-    scale = 255.0 if input_range == "unit" else 1.0
 
     def serve(image):  # image: (batch, height, width, channels)
         def run_model():
-            outputs = model(image * scale, training=False)
+            outputs = call_model(image * scale)
             if not isinstance(outputs, dict):
                 outputs = {next(iter(output_shapes)): outputs}
             return {name: tf.cast(outputs[name], "float32")
@@ -270,13 +331,7 @@ def _write_saved_model(model, path, input_range):
                 for (name, value), shape in zip(
                     outputs.items(), output_shapes.values(), strict=True)}
 
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    archive.add_endpoint(
-        "serve", serve, input_signature=[
-            tf.TensorSpec((None, *image_shape), "float32",
-                          name=roles.IMAGE)])
-    archive.write_out(path, verbose=False)
+    return serve
 
 
 def _check_export_class_names(model, class_names):

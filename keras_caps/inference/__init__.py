@@ -8,8 +8,9 @@ credit of each input position). `keras_caps.export` writes them as
 SavedModels. `load_model_file` loads a saved `.keras` model with errors
 that say what is wrong with the file, and `check_pixel_range` checks
 images against the models' input contract (raw pixels in [0, 255]).
-`predict_images` classifies image files with a `.keras` model or a
-SavedModel export (`ExportedClassifier`, which needs TensorFlow), printing
+`predict_images` classifies image files with a `.keras` model or an
+export (`ExportedClassifier`: a SavedModel needs TensorFlow, an ONNX
+export ONNX Runtime), printing
 the class names kept with the model (`find_class_names`).
 """
 

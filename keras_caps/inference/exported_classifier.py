@@ -1,4 +1,5 @@
-"""Class scores from a keras_caps SavedModel export (needs TensorFlow)."""
+"""Class scores from a keras_caps export: a SavedModel (needs TensorFlow)
+or an ONNX model (needs ONNX Runtime)."""
 
 import json
 import os
@@ -9,16 +10,20 @@ from keras_caps import model_roles as roles
 
 # `keras_caps.export.saved_model.MARKER`, without importing TensorFlow.
 _MARKER = "keras_caps_export.json"
+# `keras_caps.export.onnx_model.ONNX_FILE`.
+_ONNX_FILE = "model.onnx"
 
 
 class ExportedClassifier:
-    """A SavedModel written by `keras_caps.export.export_inference_model`.
+    """An export written by `keras_caps.export.export_inference_model`.
 
-    Loads the export with `tf.saved_model.load` and calls its `serve`
-    signature, taking raw pixels in [0, 255] whatever input range the
+    Loads a SavedModel export with `tf.saved_model.load` and calls its
+    `serve` signature (needs TensorFlow, whatever the Keras backend), or an
+    ONNX export (`"format": "onnx"` in its marker) with ONNX Runtime (no
+    TensorFlow), taking raw pixels in [0, 255] whatever input range the
     export was written for (the `input_range` of its
     `keras_caps_export.json`: `"unit"` exports get the pixels divided by
-    255). Needs TensorFlow, whatever the Keras backend.
+    255).
 
     Attributes:
         path: str. The export folder.
@@ -41,6 +46,9 @@ class ExportedClassifier:
         self.path = os.fspath(path)
         where = f"`{argument_name}` {self.path!r}"
         self._input_range = _input_range(self.path, where)
+        if _export_format(self.path) == "onnx":
+            self._load_onnx(where)
+            return
         try:
             # Reading a SavedModel is the one thing of keras_caps.inference
             # that needs TensorFlow: imported here, only for an export, so
@@ -80,14 +88,54 @@ class ExportedClassifier:
             self._serve.structured_outputs[self.score_name].shape[-1])
         self.has_reconstruction = roles.RECONSTRUCTION in outputs
 
+    def _load_onnx(self, where):
+        """Loads `model.onnx` of an ONNX export with ONNX Runtime."""
+        try:
+            import onnxruntime
+        except ImportError:
+            raise ValueError(
+                f"{where} is an ONNX export, which needs ONNX Runtime "
+                "(pip install onnxruntime).") from None
+        try:
+            self._session = onnxruntime.InferenceSession(
+                os.path.join(self.path, _ONNX_FILE))
+        except Exception as error:  # ONNX Runtime's own error types.
+            raise ValueError(f"Cannot load the ONNX model of {where}: "
+                             f"{' '.join(str(error).split())[:300]}") from None
+        self._serve = None
+        self.image_shape = tuple(self._session.get_inputs()[0].shape[1:])
+        shapes = {output.name: output.shape
+                  for output in self._session.get_outputs()}
+        scores = [name for name in roles.CLASS_SCORE_LAYERS if name in shapes]
+        if len(scores) != 1:
+            raise ValueError(
+                f"The ONNX model of {where} serves no class scores: "
+                f"expected one output named one of "
+                f"{list(roles.CLASS_SCORE_LAYERS)}. Received outputs "
+                f"{sorted(shapes)}")
+        self.score_name = scores[0]
+        self.num_classes = int(shapes[self.score_name][-1])
+        self.has_reconstruction = roles.RECONSTRUCTION in shapes
+
     def __call__(self, images):
         """The outputs for raw-pixel images `(batch, height, width,
         channels)`: a dict of float32 NumPy arrays."""
         images = np.asarray(images, dtype="float32")
         if self._input_range == "unit":
             images = images / 255.0
+        if self._serve is None:  # ONNX
+            names = [output.name for output in self._session.get_outputs()]
+            return dict(zip(names, self._session.run(
+                names, {roles.IMAGE: images}), strict=True))
         outputs = self._serve(**{roles.IMAGE: self._tf.constant(images)})
         return {name: np.asarray(value) for name, value in outputs.items()}
+
+
+def _export_format(path):
+    """The marker's `format` (`"saved_model"` if it predates the field)."""
+    with open(os.path.join(path, _MARKER), encoding="utf-8") as file:
+        record = json.load(file)
+    return record.get("format", "saved_model")
 
 
 def _input_range(path, where):

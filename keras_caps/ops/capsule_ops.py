@@ -119,11 +119,12 @@ def squash(x, axis=-1, variant="efficient", epsilon=1e-7):
     ```
 
     with `|s| = sqrt(sum(s**2) + epsilon)` computed in float32. The efficient
-    form is evaluated as `-expm1(-|s|) * s / |s|`, exact for small norms;
-    near 0 it behaves like `v = s`. The Sabour form is `|s| / (1 + |s|**2) * s`,
-    evaluated as `s / (|s| + 1 / |s|)`. Both are finite with finite
-    gradients at `s = 0` and for huge `s`, in float32, float16 and
-    bfloat16.
+    form is evaluated as `tanh(|s| / 2) * (1 + exp(-|s|)) * s / |s|` (equal
+    to `-expm1(-|s|) * s / |s|`, exact for small norms, and exportable to
+    ONNX); near 0 it behaves like `v = s`. The Sabour form is
+    `|s| / (1 + |s|**2) * s`, evaluated as `s / (|s| + 1 / |s|)`. Both are
+    finite with finite gradients at `s = 0` and for huge `s`, in float32,
+    float16 and bfloat16.
 
     Args:
         x: Tensor of capsules, the capsule dimension on `axis`.
@@ -151,7 +152,11 @@ def squash(x, axis=-1, variant="efficient", epsilon=1e-7):
     wide = at_least_float32(x)
     norm = _norm(wide, axis, True, epsilon)
     if variant == "efficient":
-        scale = -ops.expm1(-norm) / norm
+        # 1 - exp(-|s|) = tanh(|s| / 2) * (1 + exp(-|s|)): as exact as
+        # expm1 for small norms (tanh(x) ~ x), and made of operations that
+        # every ONNX exporter converts (tf2onnx and PyTorch's TorchScript
+        # exporter have no expm1).
+        scale = ops.tanh(0.5 * norm) * (1.0 + ops.exp(-norm)) / norm
     else:
         scale = 1.0 / (norm + 1.0 / norm)  # |s| / (1 + |s|**2), no overflow
     return ops.cast(wide * scale, x.dtype)
@@ -186,6 +191,21 @@ def mask_by_label(capsules, labels):
     return capsules * ops.expand_dims(mask, -1)
 
 
+def _first_maximum(values, dtype):
+    """One-hot of `argmax(values, axis=-1)`: 1 at the first largest value.
+
+    Written with comparisons and a cumulative sum rather than `argmax`,
+    whose TensorFlow form (a sign-bit test through a bitcast) has no ONNX
+    conversion.
+    """
+    # (..., n): 1 where the value is the maximum, then only the first such.
+    is_maximum = ops.cast(
+        values >= ops.max(values, axis=-1, keepdims=True), "int32")
+    first = ops.logical_and(is_maximum > 0,
+                            ops.cumsum(is_maximum, axis=-1) == 1)
+    return ops.cast(first, dtype)
+
+
 @keras_caps_export("keras_caps.ops.mask_by_length")
 def mask_by_length(capsules, num_masks=None):
     """Keeps the longest capsule(s) and zeroes the others.
@@ -213,8 +233,7 @@ def mask_by_length(capsules, num_masks=None):
     num_capsules = capsules.shape[-2]
     lengths = capsule_length(capsules)  # (batch, num_capsules)
     if num_masks is None:
-        labels = ops.one_hot(ops.argmax(lengths, axis=-1), num_capsules,
-                             dtype=capsules.dtype)
+        labels = _first_maximum(lengths, capsules.dtype)
     else:
         num_masks = check_positive_int("num_masks", num_masks)
         if num_capsules is not None and num_masks > num_capsules:

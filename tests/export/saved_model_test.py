@@ -1,3 +1,4 @@
+import importlib.util
 import json
 import os
 import shutil
@@ -492,7 +493,11 @@ def test_export_refuses_reconstruction_without_a_decoder(tiny_model,
     assert os.listdir(tmp_path) == []
 
 
-def test_export_on_another_backend_is_a_clear_error(tmp_path):
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="PyTorch is not installed")
+def test_saved_model_export_on_torch_is_a_clear_error(tmp_path):
+    # JAX writes SavedModels (tests/export/onnx_export_test.py); PyTorch
+    # would need torch_xla: refused before anything is written.
     script = textwrap.dedent("""
         import sys
         from keras_caps.export import export_inference_model
@@ -501,11 +506,12 @@ def test_export_on_another_backend_is_a_clear_error(tmp_path):
         except ValueError as error:
             print(error)
     """)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="jax")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="torch")
     result = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path / "export")],
         capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "needs the TensorFlow backend" in result.stdout
-    assert "'jax'" in result.stdout
+    assert "does not run on the PyTorch backend" in result.stdout
+    assert "--format onnx" in result.stdout
+    assert "'torch'" in result.stdout
     assert os.listdir(tmp_path) == []

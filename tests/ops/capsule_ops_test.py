@@ -142,6 +142,22 @@ class MaskOpsTest(TestCase):
                             [[[0, 0.9, 0, 0], [0, 0, 0.5, 0]],
                              [[0, 0, 0, 0.8], [0.7, 0, 0, 0]]])
 
+    def test_mask_by_length_keeps_the_first_of_tied_longest(self):
+        # As NumPy's argmax: among capsules of equal length (all-zero ones
+        # included) the first is kept, exactly one per example.
+        capsules = np.zeros((3, 4, 2), dtype="float32")
+        capsules[0, 1] = capsules[0, 3] = [0.6, 0.8]
+        capsules[1, 2] = [0.0, 1.0]
+        capsules[1, 3] = [1.0, 0.0]
+        masked = ops.convert_to_numpy(capsule_ops.mask_by_length(capsules))
+        expected = np.zeros_like(capsules)
+        for example, index in enumerate(
+                np.argmax(np.linalg.norm(capsules, axis=-1), axis=-1)):
+            expected[example, index] = capsules[example, index]
+        self.assertAllClose(masked, expected)
+        self.assertEqual(np.argmax(np.linalg.norm(capsules, axis=-1),
+                                   axis=-1).tolist(), [1, 2, 0])
+
     def test_mask_by_length_bad_num_masks(self):
         with self.assertRaisesRegex(ValueError, "`num_masks`.*5"):
             capsule_ops.mask_by_length(np.ones((1, 3, 2)), num_masks=5)

@@ -1,0 +1,114 @@
+"""Which export formats this installation can write, checked up front.
+
+Imports neither TensorFlow nor any converter: it only looks them up, so
+the check runs before a model is loaded, trained or anything is written.
+"""
+
+import importlib.util
+
+import keras
+
+from keras_caps.validation import check_choice
+
+EXPORT_FORMATS = ("saved_model", "onnx")
+"""The formats of `export_inference_model` and `keras-caps export
+--format`: a TensorFlow SavedModel folder, or an ONNX model."""
+
+# What Keras' ONNX exporter (`model.export(format="onnx")`, Keras 3.15)
+# converts the model with on each backend, beside `onnx` itself (which
+# keras_caps uses to name the outputs): tf2onnx on TensorFlow, jax2onnx on
+# JAX (no TensorFlow), `torch.onnx` (part of PyTorch) on PyTorch.
+_ONNX_CONVERTERS = {"tensorflow": ("tf2onnx",), "jax": ("jax2onnx",),
+                    "torch": ()}
+
+_ONNX_EXTRA = {"tensorflow": "onnx", "jax": "onnx-jax", "torch": "onnx"}
+
+
+def check_export_support(format="saved_model", backend=None, precision=None):
+    """Raises a one-line `ValueError` unless `format` can be written here.
+
+    A SavedModel needs TensorFlow installed, and the TensorFlow or JAX
+    backend (Keras writes PyTorch models as SavedModels only through
+    torch_xla). An ONNX model needs the TensorFlow, JAX or PyTorch backend
+    and, beside the `onnx` package, the converter Keras uses on that
+    backend: tf2onnx (TensorFlow), jax2onnx (JAX) or nothing more
+    (PyTorch's own `torch.onnx`). Each message names what to install or
+    to use instead. An ONNX model computes in float32 (Keras' ONNX
+    exporter takes float32 models only): a 16-bit `precision` is refused.
+
+    Args:
+        format: `"saved_model"` or `"onnx"`.
+        backend: str or `None` (the current Keras backend).
+        precision: The export's `precision` (see `export_inference_model`).
+
+    Raises:
+        ValueError: the format cannot be written with this backend and
+            these packages.
+
+    Example:
+
+    >>> check_export_support("onnx", backend="numpy")
+    Traceback (most recent call last):
+    ...
+    ValueError: The ONNX export runs on the TensorFlow, JAX and PyTorch \
+backends: set KERAS_BACKEND to one of them. Received: backend 'numpy'
+    """
+    check_choice("format", format, EXPORT_FORMATS)
+    backend = keras.backend.backend() if backend is None else backend
+    if format == "saved_model":
+        _check_saved_model_support(backend)
+    else:
+        _check_onnx_support(backend)
+        if precision not in (None, "float32"):
+            raise ValueError(
+                "The ONNX export computes in float32 (Keras' ONNX exporter "
+                "takes float32 models only): leave `precision` "
+                "(`--precision`) unset, or export a SavedModel for 16-bit "
+                f"convolutions. Received: precision={precision!r}")
+
+
+def _check_saved_model_support(backend):
+    if backend == "torch":
+        raise ValueError(
+            "The SavedModel export does not run on the PyTorch backend "
+            "(Keras writes PyTorch models as SavedModels only through "
+            "torch_xla): export with `--format onnx` (format=\"onnx\"), or "
+            "run the export with KERAS_BACKEND=tensorflow or jax (a .keras "
+            "file loads on any backend). Received: backend 'torch'")
+    if backend not in ("tensorflow", "jax"):
+        raise ValueError(
+            "The SavedModel export runs on the TensorFlow and JAX "
+            "backends: set KERAS_BACKEND to one of them. Received: backend "
+            f"{backend!r}")
+    if not _installed("tensorflow"):
+        raise ValueError(
+            "The SavedModel export needs TensorFlow, which is not "
+            "installed: pip install tensorflow, or export with `--format "
+            "onnx` (format=\"onnx\"; pip install "
+            f"'keras-caps[{_ONNX_EXTRA[backend]}]'), which needs no "
+            "TensorFlow.")
+
+
+def _check_onnx_support(backend):
+    if backend not in _ONNX_CONVERTERS:
+        raise ValueError(
+            "The ONNX export runs on the TensorFlow, JAX and PyTorch "
+            "backends: set KERAS_BACKEND to one of them. Received: backend "
+            f"{backend!r}")
+    missing = [name for name in ("onnx", *_ONNX_CONVERTERS[backend])
+               if not _installed(name)]
+    if missing:
+        raise ValueError(
+            f"The ONNX export on the {backend} backend needs "
+            f"{' and '.join(missing)}, not installed here: pip install "
+            f"'keras-caps[{_ONNX_EXTRA[backend]}]' (or pip install "
+            f"{' '.join(missing)}).")
+
+
+def _installed(name):
+    """Whether the top-level module `name` can be imported (without
+    importing it); `False` where an import hook refuses it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
