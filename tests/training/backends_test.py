@@ -305,7 +305,8 @@ def test_jax_trains_where_tensorflow_cannot_be_imported(tmp_path):
     probe = subprocess.run(
         [sys.executable, "-c", _REFUSE_TENSORFLOW + (
             "from keras_caps import datasets; "
-            f"datasets.load('mnist', 'train', data_dir={data_dir!r})")],
+            f"datasets.load('mnist', 'train', batch_size=16, "
+            f"data_dir={data_dir!r})")],
         env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(_WORKTREE)),
         capture_output=True, text=True, timeout=300)
     if probe.returncode != 0:
