@@ -24,6 +24,7 @@ One run writes, under its output folder (and owns only these names):
 """
 
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -515,6 +516,8 @@ def _write_artifacts(network, splits, settings, run, distribution,
         record["data"] = run.settings["data"]
     if progress.get("export_skipped"):  # Why `export/` is not there.
         record["export_skipped"] = progress["export_skipped"]
+    elif progress.get("export_format"):  # ONNX: no SavedModel here.
+        record["export_format"] = progress["export_format"]
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
     remove_backup(output_dir)  # Only what the run wrote there.
     run.update(complete=True)
@@ -524,33 +527,63 @@ def _write_artifacts(network, splits, settings, run, distribution,
 def _export(network, export_dir, settings, run, class_names):
     """Exports the inference model and records it in `run.json`.
 
-    On JAX and PyTorch, an export the backend or the installed packages
-    cannot write (refused before anything is written) is skipped with a
-    one-line notice, and recorded (`export_skipped`): the run completes
-    with `model.keras`, which `keras-caps export` exports later where
-    the export can be written. On TensorFlow a failed export fails the
-    run, as before.
+    On JAX and PyTorch, where the SavedModel cannot be written (no
+    TensorFlow, or a backend that cannot write it; refused before anything
+    is written), the export is written in ONNX instead where
+    `keras_caps.export` offers it and it can be written here; else it is
+    skipped with a one-line notice, and recorded (`export_skipped`): the
+    run completes with `model.keras`, which `keras-caps export` exports
+    later where the export can be written. On TensorFlow a failed export
+    fails the run, as before.
     """
-    model_path = os.path.join(run.path, "model.keras")
+    options = {"reconstruction": settings.reconstruction, "overwrite": True,
+               "model_path": os.path.join(run.path, "model.keras"),
+               "class_names": class_names}
     try:
-        export_inference_model(network, export_dir,
-                               reconstruction=settings.reconstruction,
-                               overwrite=True, model_path=model_path,
-                               class_names=class_names)
+        export_inference_model(network, export_dir, **options)
+        if run.progress.get("export_format") is not None:
+            run.update(export_format=None)  # A SavedModel now.
     except (ValueError, ImportError) as error:
         if keras.backend.backend() == "tensorflow":
             raise
         reason = " ".join(str(error).split())
-        logging.warning(
-            "Export skipped on the %s backend: %s The trained model is in "
-            "%s; export it with `keras-caps export --model-path %s` where "
-            "the export can be written.", keras.backend.backend(), reason,
-            model_path, model_path)
-        run.update(exported=False, export_skipped=reason)
-        return
+        onnx_error = _export_onnx(network, export_dir, options)
+        if onnx_error is not None:
+            _skip_export(run, f"{reason} ONNX: {onnx_error}",
+                         options["model_path"])
+            return
+        logging.info("Exported in ONNX to %s (no SavedModel here: %s)",
+                     export_dir, reason)
+        run.update(export_format="onnx")
     run.update(exported=True)
     if run.progress.get("export_skipped") is not None:
         run.update(export_skipped=None)  # Written now.
+
+
+def _export_onnx(network, export_dir, options):
+    """Writes the ONNX export where `keras_caps.export` offers it
+    (`format="onnx"`); returns `None` once written, else why not."""
+    export = _export_package()
+    if export is None or "format" not in inspect.signature(
+            export.export_inference_model).parameters:
+        return "this keras_caps.export writes no ONNX."
+    try:
+        export.export_inference_model(network, export_dir, format="onnx",
+                                      **options)
+    except OSError:
+        raise  # A full disk is an error of the run, reported as such.
+    except Exception as error:  # noqa: BLE001 (what the exporter refused)
+        return f"{type(error).__name__}: {' '.join(str(error).split())}"
+    return None
+
+
+def _skip_export(run, reason, model_path):
+    logging.warning(
+        "Export skipped on the %s backend: %s The trained model is in %s; "
+        "export it with `keras-caps export --model-path %s` where the "
+        "export can be written.", keras.backend.backend(), reason,
+        model_path, model_path)
+    run.update(exported=False, export_skipped=reason)
 
 
 def _test_viewpoints(network, splits, run):
