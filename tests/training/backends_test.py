@@ -72,7 +72,17 @@ with open(sys.argv[1], "w") as file:
 """
 
 
+# JAX compiles thousands of small computations here: XLA's slow
+# optimisation passes are skipped, as CI does for the JAX tests (code
+# speed, not results).
+_FAST_XLA = ("--xla_backend_optimization_level=0 "
+             "--xla_llvm_disable_expensive_passes=true")
+
+
 def _run(script, arguments, backend, expect=0, **environment):
+    if backend == "jax":
+        environment["XLA_FLAGS"] = " ".join(
+            [_FAST_XLA, environment.get("XLA_FLAGS", "")]).strip()
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3",
                PYTHONPATH=str(_WORKTREE), **environment)
     process = subprocess.run(
