@@ -23,17 +23,26 @@ from keras_caps.testing import write_idx_dataset
 
 _WORKTREE = pathlib.Path(__file__).resolve().parents[2]
 
-# Makes `import tensorflow` fail in the process it starts: what runs after
-# it proves that it needs no TensorFlow.
+# Makes TensorFlow look uninstalled in the process it starts: every import
+# finder answers `None` for it (as `importlib.util.find_spec`, which
+# PyTorch and Keras ask, then does), so `import tensorflow` fails. What
+# runs after it proves that it needs no TensorFlow.
 _REFUSE_TENSORFLOW = """
 import sys
 
-class _NoTensorFlow:
-    def find_spec(self, name, path=None, target=None):
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            raise ImportError(f"{name} is refused in this process")
+class _WithoutTensorFlow:
+    def __init__(self, finder):
+        self.finder = finder
 
-sys.meta_path.insert(0, _NoTensorFlow())
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow":
+            return None
+        return self.finder.find_spec(name, path, target)
+
+    def __getattr__(self, name):
+        return getattr(self.finder, name)
+
+sys.meta_path[:] = [_WithoutTensorFlow(finder) for finder in sys.meta_path]
 """
 
 # `keras-caps` whose backup SIGKILLs the process right after the backup of
