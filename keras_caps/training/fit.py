@@ -24,6 +24,7 @@ One run writes, under its output folder (and owns only these names):
 """
 
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -43,9 +44,6 @@ from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.user_dataset import resolve_user_dataset
 from keras_caps.datasets.viewpoints import TEST_SPLITS as VIEWPOINT_TEST_SPLITS
 from keras_caps.diagnostics import find_routers
-from keras_caps.export import check_export_target
-from keras_caps.export import export_inference_model
-from keras_caps.export import is_keras_caps_export
 from keras_caps.inference import check_pixel_range
 from keras_caps.inference import load_model_file
 from keras_caps.inference.class_names import CLASS_NAMES_FILE
@@ -61,6 +59,7 @@ from keras_caps.training.backend_runtime import backend_versions
 from keras_caps.training.backend_runtime import describe_devices
 from keras_caps.training.backend_runtime import enable_determinism
 from keras_caps.training.backend_runtime import logs_callbacks
+from keras_caps.training.backend_runtime import tensorflow_installed
 from keras_caps.training.backend_runtime import training_scope
 from keras_caps.training.best_checkpoint import BestCheckpoint
 from keras_caps.training.data_batches import batch_count
@@ -281,6 +280,47 @@ def check_backend(command="`keras-caps train` (`keras_caps.training.train`)"):
             f"tensorflow. Received: KERAS_BACKEND={backend!r}")
 
 
+def _export_package():
+    """`keras_caps.export`, imported when first needed; `None` on JAX or
+    PyTorch where it cannot be imported (its SavedModel writer needs
+    TensorFlow, which may not be installed there)."""
+    try:
+        from keras_caps import export
+    except ImportError:
+        if keras.backend.backend() == "tensorflow" or tensorflow_installed():
+            raise
+        return None
+    return export
+
+
+def check_export_target(path, overwrite=False, model_path=None):
+    """`keras_caps.export.check_export_target`, where the export can be
+    imported (else nothing is exported, so nothing there is at risk)."""
+    export = _export_package()
+    if export is not None:
+        export.check_export_target(path, overwrite=overwrite,
+                                   model_path=model_path)
+
+
+def is_keras_caps_export(path):
+    """`keras_caps.export.is_keras_caps_export`; `False` where the export
+    cannot be imported."""
+    export = _export_package()
+    return export is not None and export.is_keras_caps_export(path)
+
+
+def export_inference_model(model, path, **options):
+    """`keras_caps.export.export_inference_model`; an `ImportError`
+    naming what to install where the export cannot be imported."""
+    export = _export_package()
+    if export is None:
+        raise ImportError(
+            "keras_caps.export cannot be imported here: its SavedModel "
+            "writer needs TensorFlow, which is not installed (pip install "
+            "tensorflow-cpu).")
+    return export.export_inference_model(model, path, **options)
+
+
 def _requested_settings(settings, model, dataset, setting_fields):
     """The `TrainingSettings` of `train`'s arguments (not yet resolved)."""
     if settings is None:
@@ -476,6 +516,8 @@ def _write_artifacts(network, splits, settings, run, distribution,
         record["data"] = run.settings["data"]
     if progress.get("export_skipped"):  # Why `export/` is not there.
         record["export_skipped"] = progress["export_skipped"]
+    elif progress.get("export_format"):  # ONNX: no SavedModel here.
+        record["export_format"] = progress["export_format"]
     write_json_atomically(os.path.join(output_dir, "metrics.json"), record)
     remove_backup(output_dir)  # Only what the run wrote there.
     run.update(complete=True)
@@ -485,33 +527,63 @@ def _write_artifacts(network, splits, settings, run, distribution,
 def _export(network, export_dir, settings, run, class_names):
     """Exports the inference model and records it in `run.json`.
 
-    On JAX and PyTorch, an export the backend or the installed packages
-    cannot write (refused before anything is written) is skipped with a
-    one-line notice, and recorded (`export_skipped`): the run completes
-    with `model.keras`, which `keras-caps export` exports later where
-    the export can be written. On TensorFlow a failed export fails the
-    run, as before.
+    On JAX and PyTorch, where the SavedModel cannot be written (no
+    TensorFlow, or a backend that cannot write it; refused before anything
+    is written), the export is written in ONNX instead where
+    `keras_caps.export` offers it and it can be written here; else it is
+    skipped with a one-line notice, and recorded (`export_skipped`): the
+    run completes with `model.keras`, which `keras-caps export` exports
+    later where the export can be written. On TensorFlow a failed export
+    fails the run, as before.
     """
-    model_path = os.path.join(run.path, "model.keras")
+    options = {"reconstruction": settings.reconstruction, "overwrite": True,
+               "model_path": os.path.join(run.path, "model.keras"),
+               "class_names": class_names}
     try:
-        export_inference_model(network, export_dir,
-                               reconstruction=settings.reconstruction,
-                               overwrite=True, model_path=model_path,
-                               class_names=class_names)
+        export_inference_model(network, export_dir, **options)
+        if run.progress.get("export_format") is not None:
+            run.update(export_format=None)  # A SavedModel now.
     except (ValueError, ImportError) as error:
         if keras.backend.backend() == "tensorflow":
             raise
         reason = " ".join(str(error).split())
-        logging.warning(
-            "Export skipped on the %s backend: %s The trained model is in "
-            "%s; export it with `keras-caps export --model-path %s` where "
-            "the export can be written.", keras.backend.backend(), reason,
-            model_path, model_path)
-        run.update(exported=False, export_skipped=reason)
-        return
+        onnx_error = _export_onnx(network, export_dir, options)
+        if onnx_error is not None:
+            _skip_export(run, f"{reason} ONNX: {onnx_error}",
+                         options["model_path"])
+            return
+        logging.info("Exported in ONNX to %s (no SavedModel here: %s)",
+                     export_dir, reason)
+        run.update(export_format="onnx")
     run.update(exported=True)
     if run.progress.get("export_skipped") is not None:
         run.update(export_skipped=None)  # Written now.
+
+
+def _export_onnx(network, export_dir, options):
+    """Writes the ONNX export where `keras_caps.export` offers it
+    (`format="onnx"`); returns `None` once written, else why not."""
+    export = _export_package()
+    if export is None or "format" not in inspect.signature(
+            export.export_inference_model).parameters:
+        return "this keras_caps.export writes no ONNX."
+    try:
+        export.export_inference_model(network, export_dir, format="onnx",
+                                      **options)
+    except OSError:
+        raise  # A full disk is an error of the run, reported as such.
+    except Exception as error:  # noqa: BLE001 (what the exporter refused)
+        return f"{type(error).__name__}: {' '.join(str(error).split())}"
+    return None
+
+
+def _skip_export(run, reason, model_path):
+    logging.warning(
+        "Export skipped on the %s backend: %s The trained model is in %s; "
+        "export it with `keras-caps export --model-path %s` where the "
+        "export can be written.", keras.backend.backend(), reason,
+        model_path, model_path)
+    run.update(exported=False, export_skipped=reason)
 
 
 def _test_viewpoints(network, splits, run):

@@ -76,7 +76,9 @@ class TrainingSettings:
             `"test"` (the official protocol); see `PROTOCOLS`.
         reconstruction: bool or `None` (with the decoder when the model
             has one).
-        deterministic: bool. Enable TensorFlow op determinism.
+        deterministic: bool. Deterministic kernels (TensorFlow op
+            determinism; see `backend_runtime.enable_determinism` for JAX
+            and PyTorch).
         dataset_options: dict or `None`. Extra loader options (e.g.
             MultiMNIST's `partners_per_digit`, or smallNORB's
             `viewpoints`: train on the familiar viewpoints, validate on
