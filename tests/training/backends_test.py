@@ -310,37 +310,49 @@ def test_recipe_modules_import_tensorflow_only_inside_functions():
     assert not top_level, top_level
 
 
-_TRAIN_WITHOUT_TENSORFLOW = _REFUSE_TENSORFLOW + """
+# Runs each `keras-caps` command of the JSON list in its first argument,
+# in one process where TensorFlow cannot be imported.
+_COMMANDS_WITHOUT_TENSORFLOW = _REFUSE_TENSORFLOW + """
+import json
 from keras_caps import cli
-code = cli.main(sys.argv[1:])
+for arguments in json.loads(sys.argv[1]):
+    code = cli.main(arguments)
+    if code:
+        sys.exit(code)
 assert "tensorflow" not in sys.modules or sys.modules["tensorflow"] is None
-sys.exit(code)
 """
 
 
 @pytest.mark.single_backend
-def test_jax_trains_where_tensorflow_cannot_be_imported(tmp_path):
-    data_dir = _tiny_mnist(tmp_path / "mnist")
-    probe = subprocess.run(
-        [sys.executable, "-c", _REFUSE_TENSORFLOW + (
-            "from keras_caps import datasets; "
-            f"datasets.load('mnist', 'train', batch_size=16, "
-            f"data_dir={data_dir!r})")],
-        env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(_WORKTREE)),
-        capture_output=True, text=True, timeout=300)
-    if probe.returncode != 0:
-        pytest.skip("keras_caps.datasets.load needs TensorFlow here (the "
-                    "TensorFlow-free input path of #25 is not in this "
-                    "tree)")
-    output_dir = tmp_path / "run"
-    process = _run(_TRAIN_WITHOUT_TENSORFLOW, [
-        "train", "--dataset", "mnist", "--data-dir", data_dir,
-        "--output-dir", output_dir, "--epochs", "2", "--batch-size", "16",
-        "--steps-per-epoch", "2", "--no-reconstruction"], "jax")
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_train_and_evaluate_where_tensorflow_cannot_be_imported(
+        backend, tmp_path):
+    if backend == "torch":
+        pytest.importorskip("torch")
+    data_dir = str(_tiny_mnist(tmp_path / "mnist"))
+    output_dir = str(tmp_path / "run")
+    evaluation = str(tmp_path / "evaluation.json")
+    commands = [
+        ["train", "--dataset", "mnist", "--data-dir", data_dir,
+         "--output-dir", output_dir, "--epochs", "2", "--batch-size", "16",
+         "--steps-per-epoch", "2", "--no-reconstruction"],
+        ["evaluate", "--model-path", os.path.join(output_dir, "model.keras"),
+         "--dataset", "mnist", "--data-dir", data_dir,
+         "--output", evaluation]]
+    process = _run(_COMMANDS_WITHOUT_TENSORFLOW, [json.dumps(commands)],
+                   backend)
     assert "TensorBoard logs skipped" in process.stderr
-    assert not (output_dir / "logs").exists()
-    record = _read(output_dir / "metrics.json")
-    assert record["backend"] == "jax"
+    assert not (tmp_path / "run" / "logs").exists()
+    record = _read(tmp_path / "run" / "metrics.json")
+    assert record["backend"] == backend
     assert "tensorflow" not in record["versions"]
     assert record["train_steps_total"] == 4
     _check_export(output_dir, record)
+    # `evaluate`'s accuracy is the saved model's on the 16 test digits,
+    # scored here independently.
+    evaluated = _read(evaluation)
+    assert evaluated["backend"] == backend
+    np.testing.assert_allclose(
+        evaluated["test"]["accuracy"],
+        _accuracy(os.path.join(output_dir, "model.keras"), data_dir),
+        atol=1e-6)
