@@ -102,15 +102,24 @@ class ReadmeTest(TestCase):
         from keras_caps.applications import EfficientCapsNet
         from keras_caps.export import export_inference_model
 
-        blocks = python_blocks(DOCS / "serving.md", "# Exporting and serving")
-        self.assertNotEmpty(blocks)
+        saved_model = python_blocks(DOCS / "serving.md",
+                                    "## Serving from Python")
+        onnx = python_blocks(DOCS / "serving.md", "## ONNX")
+        self.assertNotEmpty(saved_model)
+        self.assertNotEmpty(onnx)
         previous = os.getcwd()
         os.chdir(self.get_temp_dir())
         try:
-            export_inference_model(EfficientCapsNet("mnist"),
-                                   "exported/mnist", reconstruction=True)
+            model = EfficientCapsNet("mnist")
+            export_inference_model(model, "exported/mnist",
+                                   reconstruction=True)
             namespace = {}
-            exec(blocks[0], namespace)  # noqa: S102
+            exec(saved_model[0], namespace)  # noqa: S102
+            self.assertEqual(tuple(namespace["scores"].shape), (1, 10))
+            export_inference_model(model, "exported/mnist_onnx",
+                                   format="onnx")
+            namespace = {}
+            exec(onnx[0], namespace)  # noqa: S102
+            self.assertEqual(tuple(namespace["scores"].shape), (7, 10))
         finally:
             os.chdir(previous)
-        self.assertEqual(tuple(namespace["scores"].shape), (1, 10))
