@@ -20,6 +20,7 @@ import pytest
 from keras_caps.export import is_keras_caps_export
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from keras_caps.testing.killed_runs import KILLED_AFTER_BACKUP
 
 _WORKTREE = pathlib.Path(__file__).resolve().parents[2]
 
@@ -43,25 +44,6 @@ class _WithoutTensorFlow:
         return getattr(self.finder, name)
 
 sys.meta_path[:] = [_WithoutTensorFlow(finder) for finder in sys.meta_path]
-"""
-
-# `keras-caps` whose backup SIGKILLs the process right after the backup of
-# (epoch, steps done in it) given as the first two arguments is written.
-_KILLED_AFTER_BACKUP = """
-import os, signal, sys
-from keras_caps import cli
-from keras_caps.training import resumable_backup
-
-save = resumable_backup.ResumableBackup._save
-stop = (int(sys.argv[1]), int(sys.argv[2]))
-
-def save_then_die(self, epoch, steps_done):
-    save(self, epoch, steps_done)
-    if (epoch, steps_done) == stop:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-resumable_backup.ResumableBackup._save = save_then_die
-sys.exit(cli.main(sys.argv[3:]))
 """
 
 # Runs `keras-caps` with the arguments after the first, then evaluates the
@@ -141,7 +123,7 @@ def test_jax_run_killed_mid_epoch_resumes_and_evaluates(tmp_path):
                  "--batch-size", "16", "--backup-frequency", "2",
                  "--no-reconstruction"]
     # Killed in the second epoch, right after the backup of its 2nd step.
-    _run(_KILLED_AFTER_BACKUP, [1, 2, *arguments], "jax",
+    _run(KILLED_AFTER_BACKUP, [1, 2, *arguments], "jax",
          expect=-signal.SIGKILL)
     state = _read(output_dir / "backup" / "training_metadata.json")
     assert (state["epoch"], state["steps_done_in_epoch"]) == (1, 2)

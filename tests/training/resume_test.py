@@ -13,25 +13,7 @@ import pytest
 from keras_caps import training
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
-
-# Runs `keras-caps train` and SIGKILLs the process right after the backup
-# of (epoch, steps done in it) given as the first two arguments is written.
-_KILLED_AFTER_BACKUP = """
-import os, signal, sys
-from keras_caps import cli
-from keras_caps.training import resumable_backup
-
-save = resumable_backup.ResumableBackup._save
-stop = (int(sys.argv[1]), int(sys.argv[2]))
-
-def save_then_die(self, epoch, steps_done):
-    save(self, epoch, steps_done)
-    if (epoch, steps_done) == stop:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-resumable_backup.ResumableBackup._save = save_then_die
-sys.exit(cli.main(sys.argv[3:]))
-"""
+from keras_caps.testing.killed_runs import KILLED_AFTER_BACKUP
 
 
 def _history_epochs(output_dir):
@@ -44,7 +26,7 @@ def _train_until_killed(stop, arguments):
         os.path.abspath(__file__))))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=worktree)
     killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_AFTER_BACKUP, *map(str, stop),
+        [sys.executable, "-c", KILLED_AFTER_BACKUP, *map(str, stop),
          "train", *arguments], env=env, capture_output=True, text=True,
         timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
