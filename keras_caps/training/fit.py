@@ -43,6 +43,9 @@ from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.user_dataset import resolve_user_dataset
 from keras_caps.datasets.viewpoints import TEST_SPLITS as VIEWPOINT_TEST_SPLITS
 from keras_caps.diagnostics import find_routers
+from keras_caps.export import check_export_target
+from keras_caps.export import export_inference_model
+from keras_caps.export import is_keras_caps_export
 from keras_caps.inference import check_pixel_range
 from keras_caps.inference import load_model_file
 from keras_caps.inference.class_names import CLASS_NAMES_FILE
@@ -58,7 +61,6 @@ from keras_caps.training.backend_runtime import backend_versions
 from keras_caps.training.backend_runtime import describe_devices
 from keras_caps.training.backend_runtime import enable_determinism
 from keras_caps.training.backend_runtime import logs_callbacks
-from keras_caps.training.backend_runtime import tensorflow_installed
 from keras_caps.training.backend_runtime import training_scope
 from keras_caps.training.best_checkpoint import BestCheckpoint
 from keras_caps.training.data_batches import batch_count
@@ -277,47 +279,6 @@ def check_backend(command="`keras-caps train` (`keras_caps.training.train`)"):
             f"the {backend!r} backend cannot train, so nothing was trained "
             "or written. Run it with KERAS_BACKEND=jax, torch or "
             f"tensorflow. Received: KERAS_BACKEND={backend!r}")
-
-
-def _export_package():
-    """`keras_caps.export`, imported when first needed; `None` on JAX or
-    PyTorch where it cannot be imported (its SavedModel writer needs
-    TensorFlow, which may not be installed there)."""
-    try:
-        from keras_caps import export
-    except ImportError:
-        if keras.backend.backend() == "tensorflow" or tensorflow_installed():
-            raise
-        return None
-    return export
-
-
-def check_export_target(path, overwrite=False, model_path=None):
-    """`keras_caps.export.check_export_target`, where the export can be
-    imported (else nothing is exported, so nothing there is at risk)."""
-    export = _export_package()
-    if export is not None:
-        export.check_export_target(path, overwrite=overwrite,
-                                   model_path=model_path)
-
-
-def is_keras_caps_export(path):
-    """`keras_caps.export.is_keras_caps_export`; `False` where the export
-    cannot be imported."""
-    export = _export_package()
-    return export is not None and export.is_keras_caps_export(path)
-
-
-def export_inference_model(model, path, **options):
-    """`keras_caps.export.export_inference_model`; an `ImportError`
-    naming what to install where the export cannot be imported."""
-    export = _export_package()
-    if export is None:
-        raise ImportError(
-            "keras_caps.export cannot be imported here: its SavedModel "
-            "writer needs TensorFlow, which is not installed (pip install "
-            "tensorflow-cpu).")
-    return export.export_inference_model(model, path, **options)
 
 
 def _requested_settings(settings, model, dataset, setting_fields):
@@ -562,12 +523,9 @@ def _export(network, export_dir, settings, run, class_names):
 def _export_onnx(network, export_dir, options):
     """Writes the ONNX export (`format="onnx"`); returns `None` once
     written, else why not."""
-    export = _export_package()
-    if export is None:
-        return "keras_caps.export cannot be imported here."
     try:
-        export.export_inference_model(network, export_dir, format="onnx",
-                                      **options)
+        export_inference_model(network, export_dir, format="onnx",
+                               **options)
     except OSError:
         raise  # A full disk is an error of the run, reported as such.
     except Exception as error:  # noqa: BLE001 (what the exporter refused)
