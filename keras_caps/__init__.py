@@ -12,17 +12,23 @@ no TensorFlow.
 
 import importlib
 
-from keras_caps import applications
-from keras_caps import callbacks
-from keras_caps import diagnostics
-from keras_caps import inference
-from keras_caps import layers
-from keras_caps import losses
-from keras_caps import metrics
-from keras_caps import model_roles
-from keras_caps import ops
-from keras_caps import schedules
-from keras_caps.version import __version__
+from keras_caps.keras_import import import_keras
+
+# Before the subpackages import Keras: a backend that is not installed is
+# one clear error, not one from deep inside Keras' import.
+import_keras()
+
+from keras_caps import applications  # noqa: E402
+from keras_caps import callbacks  # noqa: E402
+from keras_caps import diagnostics  # noqa: E402
+from keras_caps import inference  # noqa: E402
+from keras_caps import layers  # noqa: E402
+from keras_caps import losses  # noqa: E402
+from keras_caps import metrics  # noqa: E402
+from keras_caps import model_roles  # noqa: E402
+from keras_caps import ops  # noqa: E402
+from keras_caps import schedules  # noqa: E402
+from keras_caps.version import __version__  # noqa: E402
 
 _LAZY_SUBPACKAGES = ("datasets", "evaluation", "export", "training",
                      "visualization")

@@ -27,6 +27,7 @@ from keras_caps.export import export_inference_model
 from keras_caps.export import export_support
 from keras_caps.export.onnx_model import check_onnx_convertible
 from keras_caps.inference import ExportedClassifier
+from keras_caps.testing.without_tensorflow import REFUSE_TENSORFLOW
 from tests.folder_contents import folder_contents
 
 ort = pytest.importorskip("onnxruntime")
@@ -44,25 +45,6 @@ def _environment(backend):
     return dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=_REPO,
                 TF_CPP_MIN_LOG_LEVEL="3", XLA_FLAGS=_FAST_COMPILE)
 
-# Run first in the subprocesses: every import finder finds nothing named
-# tensorflow, as where TensorFlow is not installed.
-_WITHOUT_TENSORFLOW = """
-import sys
-
-class _NoTensorFlow:
-    def __init__(self, finder):
-        self.finder = finder
-
-    def __getattr__(self, name):
-        return getattr(self.finder, name)
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            return None
-        return self.finder.find_spec(name, path, target)
-
-sys.meta_path[:] = [_NoTensorFlow(finder) for finder in sys.meta_path]
-"""
 
 # Exports a seeded tiny Efficient-CapsNet in each format of `case` and
 # saves the Keras model's outputs for `case["images"]` beside them.
@@ -151,7 +133,7 @@ def _export_in_subprocess(tmp_path, backend, formats, without_tensorflow):
     case = {"exports": {format: str(tmp_path / format) for format in formats},
             "images": str(tmp_path / "images.npy"),
             "expected": str(tmp_path / "expected.npz")}
-    code = (_WITHOUT_TENSORFLOW if without_tensorflow else "") + _EXPORT
+    code = (REFUSE_TENSORFLOW if without_tensorflow else "") + _EXPORT
     result = subprocess.run(
         [sys.executable, "-c", code, json.dumps(case)], capture_output=True,
         text=True, check=False, timeout=600, env=_environment(backend))
@@ -224,7 +206,7 @@ def test_exports_without_tensorflow_refuse_the_saved_model(tmp_path):
     # No TensorFlow: the SavedModel is refused in one line naming what to
     # install, before anything is written (or the model looked at: none is
     # given); ONNX is what to use instead.
-    code = _WITHOUT_TENSORFLOW + textwrap.dedent(f"""
+    code = REFUSE_TENSORFLOW + textwrap.dedent(f"""
         from keras_caps.export import export_inference_model
         try:
             export_inference_model(None, {str(tmp_path / "export")!r})
