@@ -21,30 +21,10 @@ from keras_caps.export import is_keras_caps_export
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.testing.killed_runs import KILLED_AFTER_BACKUP
+from keras_caps.testing.without_tensorflow import REFUSE_TENSORFLOW
 
 _WORKTREE = pathlib.Path(__file__).resolve().parents[2]
 
-# Makes TensorFlow look uninstalled in the process it starts: every import
-# finder answers `None` for it (as `importlib.util.find_spec`, which
-# PyTorch and Keras ask, then does), so `import tensorflow` fails. What
-# runs after it proves that it needs no TensorFlow.
-_REFUSE_TENSORFLOW = """
-import sys
-
-class _WithoutTensorFlow:
-    def __init__(self, finder):
-        self.finder = finder
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "tensorflow":
-            return None
-        return self.finder.find_spec(name, path, target)
-
-    def __getattr__(self, name):
-        return getattr(self.finder, name)
-
-sys.meta_path[:] = [_WithoutTensorFlow(finder) for finder in sys.meta_path]
-"""
 
 # Runs `keras-caps` with the arguments after the first, then evaluates the
 # model it saved, writing `evaluate`'s record to the first argument.
@@ -294,7 +274,7 @@ def test_recipe_modules_import_tensorflow_only_inside_functions():
 
 # Runs each `keras-caps` command of the JSON list in its first argument,
 # in one process where TensorFlow cannot be imported.
-_COMMANDS_WITHOUT_TENSORFLOW = _REFUSE_TENSORFLOW + """
+_COMMANDS_WITHOUT_TENSORFLOW = REFUSE_TENSORFLOW + """
 import json
 from keras_caps import cli
 for arguments in json.loads(sys.argv[1]):
