@@ -75,9 +75,9 @@ class EpochClock(keras.callbacks.Callback):
                                  or self.epoch_seconds)
         left = (self.epochs - self.last_epoch) * pace
         line = (f"Epoch {self.last_epoch}/{self.epochs}: {images:,} "
-                f"images in {seconds:.1f} s ({images / seconds:,.0f} "
-                f"images/s), elapsed {_duration(elapsed)}, about "
-                f"{_duration(left)} left")
+                f"training images in {seconds:.1f} s with validation "
+                f"({images / seconds:,.0f} images/s), elapsed "
+                f"{_duration(elapsed)}, about {_duration(left)} left")
         if self.budget is not None:
             line += (f", {_duration(max(self.budget - elapsed, 0))} of the "
                      f"{_duration(self.budget)} budget left")

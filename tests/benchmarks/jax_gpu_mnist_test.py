@@ -71,7 +71,7 @@ def test_dry_run_without_tensorflow_writes_a_labelled_record(tmp_path):
                                      "stopped_after_epoch": None}
     assert record["hardware"].startswith("CPU")
     # Progress with images/s and the time left, then the summary line.
-    assert "Epoch 2/2: 128 images in" in process.stderr
+    assert "Epoch 2/2: 128 training images in" in process.stderr
     assert "images/s), elapsed" in process.stderr
     assert "trained all 2 of 2 epochs; selected epoch" in process.stdout
 

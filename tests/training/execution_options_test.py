@@ -170,8 +170,9 @@ def test_epoch_clock_logs_speed_and_time_left(caplog):
     lines = [record.getMessage() for record in caplog.records]
     # 1,600 images in 2 s; two epochs left at the pace after the first
     # (which compiles): 2 s.
-    assert lines[1] == ("Epoch 2/4: 1,600 images in 2.0 s (800 images/s), "
-                        "elapsed 0:00:06, about 0:00:04 left.")
+    assert lines[1] == ("Epoch 2/4: 1,600 training images in 2.0 s with "
+                        "validation (800 images/s), elapsed 0:00:06, about "
+                        "0:00:04 left.")
     assert callback.record() is None and not callback.ran_out
     assert callback.last_epoch == 4
 
