@@ -806,7 +806,7 @@ def _fit_and_select(network, splits, settings, work_dir, execution):
         network.optimizer.iterations))
     if os.path.exists(checkpoint.path):
         network.load_weights(checkpoint.path)  # The selected model.
-    record = {
+    return {
         "selected_epoch": (None if checkpoint.best_epoch is None
                            else checkpoint.best_epoch + 1),
         "monitor": checkpoint.monitor,
@@ -828,7 +828,6 @@ def _fit_and_select(network, splits, settings, work_dir, execution):
         **step_timer.record(),
         "peak_memory_mb": peak_memory_mb(),
     }
-    return record
 
 
 def _build_compiled_state(network, train):
