@@ -5,9 +5,10 @@ input path and a `keras.utils.PyDataset` (indexed batches) on the
 TensorFlow-free one. The training recipe, `evaluate` and the figures need
 only: how many batches one pass has, the first batch, every batch as
 NumPy arrays, the batches after the first `n` (a resumed epoch), and the
-batches repeated without end (a run with `steps_per_epoch`). These work on
-both, and never import TensorFlow: a dataset can only be TensorFlow's
-when TensorFlow is already imported.
+batches repeated without end (a run with `steps_per_epoch`), and the first
+`n` of them (the rest of such a run's epoch). These work on both, and never
+import TensorFlow: a dataset can only be TensorFlow's when TensorFlow is
+already imported.
 """
 
 import sys
@@ -75,6 +76,13 @@ def skip_batches(data, count):
     return BatchWindow(data, start=count)
 
 
+def take_batches(data, count):
+    """The first `count` batches of `data` (one pass, at most `count`)."""
+    if is_tf_dataset(data):
+        return data.take(count)
+    return BatchWindow(data, count=count)
+
+
 def repeat_batches(data):
     """`data`'s batches, pass after pass, without end."""
     if is_tf_dataset(data):
@@ -97,37 +105,45 @@ def first_batch_shapes(data):
 
 
 class BatchWindow(keras.utils.PyDataset):
-    """The batches of a `PyDataset` from `start` on, once or repeated.
+    """The batches of a `PyDataset` from `start` on, once or repeated, or
+    the first `count` of them.
 
     Repeated, it has no end (`num_batches` is `None`): batch `i` is batch
-    `(start + i) % len(data)` of `data`. It keeps `data`'s workers and
-    passes the epoch callbacks on (where `data` reshuffles).
+    `(start + i) % len(data)` of `data`. With `count`, it ends after
+    `count` batches (or `data`'s end, when sooner). It keeps `data`'s
+    workers and passes the epoch callbacks on (where `data` reshuffles).
 
     Args:
-        data: `keras.utils.PyDataset` of known length.
+        data: `keras.utils.PyDataset` (of known length, unless `count`).
         start: int. The first batch of `data` to yield.
         repeat: bool. Start again after the last batch, without end.
+        count: int or `None`. At most this many batches.
     """
 
-    def __init__(self, data, start=0, repeat=False):
+    def __init__(self, data, start=0, repeat=False, count=None):
         super().__init__(workers=data.workers,
                          use_multiprocessing=data.use_multiprocessing,
                          max_queue_size=data.max_queue_size)
         self.data, self.start, self.repeat = data, start, repeat
+        self.count = count
 
     @property
     def num_batches(self):
-        if self.repeat:
-            return None
-        return max(self.data.num_batches - self.start, 0)
+        total = None  # Without end: repeated, or over data without end.
+        if not self.repeat and self.data.num_batches is not None:
+            total = max(self.data.num_batches - self.start, 0)
+        if self.count is not None:
+            return self.count if total is None else min(self.count, total)
+        return total
 
     def __getitem__(self, index):
+        total = self.num_batches
+        if total is not None and index >= total:
+            raise IndexError(f"Batch {index} is past the window's "
+                             f"{total} batches.")
         position = self.start + index
         if self.repeat:
             position %= self.data.num_batches
-        elif position >= self.data.num_batches:
-            raise IndexError(f"Batch {index} is past the window's "
-                             f"{self.num_batches} batches.")
         return self.data[position]
 
     def on_epoch_begin(self):

@@ -66,8 +66,14 @@ from keras_caps.training.best_checkpoint import BestCheckpoint
 from keras_caps.training.data_batches import batch_count
 from keras_caps.training.data_batches import first_batch
 from keras_caps.training.data_batches import first_batch_shapes
+from keras_caps.training.data_batches import is_tf_dataset
 from keras_caps.training.data_batches import repeat_batches
 from keras_caps.training.data_batches import skip_batches
+from keras_caps.training.data_batches import take_batches
+from keras_caps.training.epoch_clock import EpochClock
+from keras_caps.training.execution_options import check_input_workers
+from keras_caps.training.execution_options import check_steps_per_execution
+from keras_caps.training.execution_options import check_time_budget
 from keras_caps.training.history_trim import HistoryTrim
 from keras_caps.training.history_trim import trim_history
 from keras_caps.training.model_recipe import MODELS
@@ -107,7 +113,8 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
           strategy="auto", data_dir=None, backup_frequency=500,
           verbose="auto", fresh=False, worker_timeout=DEFAULT_WORKER_TIMEOUT,
           download=True, image_size=None, color_mode=None, test_dir=None,
-          test_share=None, **setting_fields):
+          test_share=None, steps_per_execution=1, input_workers=None,
+          time_budget=None, **setting_fields):
     """Trains, selects on validation, tests, saves and exports one model.
 
     The output folder belongs to one run: its settings (everything that
@@ -162,6 +169,26 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
             classes holding the test images.
         test_share: float or `None`. `folder:` data without `test_dir`:
             the share of each class held out for testing (0.2).
+        steps_per_execution: int. Optimizer steps per call of the
+            compiled training function (`compile`'s), for accelerators
+            where the host's work per step would dominate. The same steps
+            as 1 (the epoch's last call runs only what is left; the
+            learning rate changes per epoch); callbacks see one call per N
+            steps, so backups within an epoch land at the end of a call.
+            Refused on PyTorch, with an annealed routing temperature and
+            with a `steps_per_epoch` it does not divide. Defaults to `1`.
+        input_workers: int or `None`. Threads of the NumPy input pipeline
+            (`keras.utils.PyDataset`'s `workers`; built-in mnist,
+            fashion_mnist, multi_mnist off TensorFlow). The batches do not
+            depend on it. `None`: Keras' default (1, in the training
+            thread).
+        time_budget: float or `None`. Seconds of training (from the start
+            of this process's training): training stops after the epoch
+            in which they ran out, the selected model is the best of the
+            epochs trained, and the record's `time_budget` says so
+            (`ran_out`, `stopped_after_epoch`). A run stopped so is
+            complete; `fresh=True` trains it again. Not with the
+            `multi_worker` strategy.
         **setting_fields: The other fields of `TrainingSettings`: `epochs`,
             `batch_size`, `steps_per_epoch` (at most the number of training
             batches in one epoch), `precision`, `seed`, `validation`,
@@ -175,7 +202,9 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
 
     Returns:
         The metrics record written to `metrics.json`: the settings'
-        `to_record()`, then what ran, the test metrics and the hardware.
+        `to_record()`, then what ran (with `epochs_trained`,
+        `steps_per_execution`, `input_pipeline`, `input_workers` and, with
+        a budget, `time_budget`), the test metrics and the hardware.
 
     Example:
 
@@ -189,6 +218,13 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     ```
     """
     settings = _requested_settings(settings, model, dataset, setting_fields)
+    execution = {
+        "steps_per_execution": check_steps_per_execution(
+            steps_per_execution, settings),
+        "input_workers": check_input_workers(input_workers, settings),
+        "time_budget": check_time_budget(time_budget, strategy),
+        "backup_frequency": backup_frequency, "verbose": verbose,
+        "download": download}
     read_options = {"image_size": image_size, "color_mode": color_mode,
                     "test_dir": test_dir, "test_share": test_share}
     user_data = None
@@ -222,11 +258,10 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
         with RunLock(work_dir), training_scope(distribution):
             if not chief:
                 return _train_worker(settings, (data_dir, user_data),
-                                     distribution, work_dir,
-                                     backup_frequency, verbose, download)
+                                     distribution, work_dir, execution)
             return _run_chief(settings, output_dir, fresh,
                               (data_dir, user_data), distribution,
-                              backup_frequency, verbose, download)
+                              execution)
     finally:
         keras.config.set_dtype_policy(previous_policy)
 
@@ -308,7 +343,7 @@ def _requested_settings(settings, model, dataset, setting_fields):
 
 
 def _run_chief(settings, output_dir, fresh, data, distribution,
-               backup_frequency, verbose, download):
+               execution):
     """The chief: claims the folder, then trains or finishes the run."""
     export_dir = os.path.join(output_dir, "export")
     model_path = os.path.join(output_dir, "model.keras")
@@ -324,12 +359,12 @@ def _run_chief(settings, output_dir, fresh, data, distribution,
     # the model cannot take) is checked before the folder is claimed: a
     # refused command leaves it as it was, and the corrected one needs no
     # `--fresh`.
-    network, splits = _build(settings, data, distribution, download)
+    network, splits = _build(settings, data, distribution, execution)
     run.open(fresh=fresh)
     _record_backend(run)
     check_export_target(export_dir, overwrite=True, model_path=model_path)
     record = _train_chief(network, splits, settings, run, distribution,
-                          backup_frequency, verbose)
+                          execution)
     logging.info("Test metrics: %s", json.dumps(record["test"]))
     return record
 
@@ -391,8 +426,7 @@ def _check_same_built_in_data(recorded, current, output_dir):
             "start over.")
 
 
-def _train_chief(network, splits, settings, run, distribution,
-                 backup_frequency, verbose):
+def _train_chief(network, splits, settings, run, distribution, execution):
     """Trains or resumes, then writes each missing artifact in turn.
 
     Each stage is recorded in `run.json` once it is done (training first,
@@ -412,7 +446,7 @@ def _train_chief(network, splits, settings, run, distribution,
             write_class_names(os.path.join(run.path, "checkpoints",
                                            CLASS_NAMES_FILE), class_names)
         trained = _fit_and_select(network, splits, settings, run.path,
-                                  backup_frequency, verbose)
+                                  execution)
         save_model = True
     try:
         if "trained" not in progress:
@@ -601,12 +635,11 @@ def _missing_artifacts(output_dir, export=True):
     return missing
 
 
-def _train_worker(settings, data, distribution, work_dir,
-                  backup_frequency, verbose, download):
+def _train_worker(settings, data, distribution, work_dir, execution):
     """A non-chief worker: trains and tests in step with the chief."""
-    network, splits = _build(settings, data, distribution, download)
+    network, splits = _build(settings, data, distribution, execution)
     record = {**settings.to_record(), **_fit_and_select(
-        network, splits, settings, work_dir, backup_frequency, verbose)}
+        network, splits, settings, work_dir, execution)}
     record["test"] = _test(network, splits["test"])
     for split in VIEWPOINT_TEST_SPLITS:  # In the chief's order.
         if split in splits:
@@ -625,8 +658,9 @@ def _environment(distribution):
             "versions": backend_versions()}
 
 
-def _build(settings, data, distribution, download):
-    """The model (built in the strategy's scope) and the three splits.
+def _build(settings, data, distribution, execution):
+    """The model (built in the strategy's scope, compiled to run
+    `steps_per_execution` steps a call) and the three splits.
 
     `data` is `(data_dir, user_data)`: the folder of the built-in datasets,
     and the `UserDataset` of a dataset a user brings (else `None`).
@@ -634,8 +668,9 @@ def _build(settings, data, distribution, download):
     data_dir, user_data = data
     family = MODELS[settings.model]
     if user_data is None:
-        load, input_statistics = _built_in_loader(settings, data_dir,
-                                                  download)
+        load, input_statistics = _built_in_loader(
+            settings, data_dir, execution["download"],
+            execution["input_workers"])
     else:
         load, input_statistics = _user_data_loader(settings, user_data)
     # Global batches; under several workers each keeps its share of every
@@ -657,6 +692,9 @@ def _build(settings, data, distribution, download):
         else:
             network = build_for_user_data(family, settings, user_data,
                                           input_statistics)
+    # What `compile(steps_per_execution=...)` sets; the saved model's
+    # compile config keeps the builder's (1).
+    network.steps_per_execution = execution["steps_per_execution"]
     check_labels_match(network, splits["train"])
     if settings.temperature_schedule() is not None and not find_routers(
             network):
@@ -669,9 +707,10 @@ def _build(settings, data, distribution, download):
     return network, splits
 
 
-def _built_in_loader(settings, data_dir, download):
-    """`load(split)` of a built-in dataset, and the input statistics of
-    models that standardise their input (else `None`)."""
+def _built_in_loader(settings, data_dir, download, workers=None):
+    """`load(split)` of a built-in dataset (with `workers` threads in the
+    NumPy pipeline, when given), and the input statistics of models that
+    standardise their input (else `None`)."""
     dataset, seed = settings.dataset, settings.seed
     options = settings.dataset_options
     input_statistics = None
@@ -687,7 +726,7 @@ def _built_in_loader(settings, data_dir, download):
             dataset, split, batch_size=settings.batch_size,
             data_dir=data_dir, seed=seed, validation=settings.validation,
             reconstruction=settings.reconstruction, download=download,
-            **options)
+            workers=workers, **options)
 
     return load, input_statistics
 
@@ -735,8 +774,7 @@ def _check_batches(data, split, dataset, batch_size, steps_per_epoch=None):
     return batches
 
 
-def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
-                    verbose):
+def _fit_and_select(network, splits, settings, work_dir, execution):
     """Trains (or resumes) and reloads the best weights on validation.
 
     Returns the record's entries about selection, steps and time.
@@ -745,9 +783,11 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
     checkpoint = BestCheckpoint(
         os.path.join(work_dir, "checkpoints", "best.keras"))
     backup = ResumableBackup(os.path.join(work_dir, "backup"),
-                             save_freq=backup_frequency)
+                             save_freq=execution["backup_frequency"])
+    clock = EpochClock(settings.epochs, settings.batch_size,
+                       budget=execution["time_budget"])
     callbacks, target, step_timer = _recipe_callbacks(
-        settings, work_dir, checkpoint, backup)
+        settings, work_dir, checkpoint, backup, clock)
     train_batches = batch_count(splits["train"])
     steps_per_epoch = settings.steps_per_epoch or (
         train_batches if train_batches else None)
@@ -755,14 +795,12 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
     if steps_per_epoch is not None and done >= steps_per_epoch:
         epoch, done = epoch + 1, 0
     reached_before = _target_reached_before(target, work_dir, epoch)
+    if (execution["input_workers"] or 1) > 1:
+        _build_compiled_state(network, splits["train"])
     start = time.time()
-    if done and not reached_before:  # The rest of the interrupted epoch.
-        _fit_epochs(network, splits, settings, callbacks, verbose,
-                    (epoch, done), epoch + 1)
-        epoch, done = epoch + 1, 0
-    if not reached_before and (target is None or target.reached is None):
-        _fit_epochs(network, splits, settings, callbacks, verbose,
-                    (epoch, 0), settings.epochs)
+    if not reached_before:
+        _train_epochs(network, splits, settings, (callbacks, target, clock),
+                      execution["verbose"], (epoch, done))
     train_seconds = time.time() - start
     total_steps = int(keras.ops.convert_to_numpy(
         network.optimizer.iterations))
@@ -773,14 +811,18 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
                            else checkpoint.best_epoch + 1),
         "monitor": checkpoint.monitor,
         "best_validation": checkpoint.best,
-        # What ran: each epoch's steps (`None` when the data's length is
-        # unknown and no limit was set), the steps this process ran (a
-        # resumed run: the rest), and the optimizer's steps in all.
+        # What ran: the epochs trained in all (fewer than `epochs` when a
+        # target or the time budget stopped them), each epoch's steps
+        # (`None` when the data's length is unknown and no limit was set),
+        # the steps this process ran (a resumed run: the rest), and the
+        # optimizer's steps in all.
+        "epochs_trained": clock.last_epoch or epoch,
         "train_steps_per_epoch": steps_per_epoch,
         "train_steps_this_run": backup.steps_this_run,
         "train_steps_total": total_steps,
         "train_seconds_this_run": round(train_seconds, 1),
         **_target_record(target, reached_before, steps_per_epoch),
+        **_execution_record(execution, splits["train"], clock),
         # This process's training batches without the warm-up steps, and
         # its peak resident memory (framework runtime included).
         **step_timer.record(),
@@ -788,9 +830,52 @@ def _fit_and_select(network, splits, settings, work_dir, backup_frequency,
     }
 
 
-def _recipe_callbacks(settings, work_dir, checkpoint, backup):
-    """The run's callbacks in order, its accuracy target (or `None`) and
-    its step timer."""
+def _build_compiled_state(network, train):
+    """Builds the compiled loss and metrics from the first training batch,
+    read directly, before `fit`.
+
+    Otherwise `fit` builds them from a batch drawn through its iterator
+    of the data and then stops it: with `PyDataset` workers, the batches
+    they made ahead are then served first in the next epoch, and every
+    epoch's batches shift (so that they would differ from one worker's).
+    """
+    if hasattr(network, "_symbolic_build"):  # Keras 3's trainers.
+        network._symbolic_build(data_batch=first_batch(train))
+
+
+def _train_epochs(network, splits, settings, callbacks, verbose, position):
+    """The rest of an interrupted epoch (when `position`, an epoch and its
+    steps done, is within one), then the epochs up to `settings.epochs`,
+    unless the accuracy target or the clock's budget stopped training.
+
+    `callbacks` is `(callbacks, target, clock)` of `_recipe_callbacks`.
+    """
+    callbacks, target, clock = callbacks
+    epoch, done = position
+    if done:  # The rest of the interrupted epoch.
+        _fit_epochs(network, splits, settings, callbacks, verbose,
+                    (epoch, done), epoch + 1)
+        epoch, done = epoch + 1, 0
+    if (target is None or target.reached is None) and not clock.ran_out:
+        _fit_epochs(network, splits, settings, callbacks, verbose,
+                    (epoch, 0), settings.epochs)
+
+
+def _execution_record(execution, train, clock):
+    """What the record says of how the run was executed: steps per call,
+    the input pipeline and its workers, and the time budget (if any)."""
+    record = {"steps_per_execution": execution["steps_per_execution"],
+              "input_pipeline": ("tf_data" if is_tf_dataset(train)
+                                 else "numpy"),
+              "input_workers": execution["input_workers"]}
+    if clock.budget is not None:
+        record["time_budget"] = clock.record()
+    return record
+
+
+def _recipe_callbacks(settings, work_dir, checkpoint, backup, clock):
+    """The run's callbacks in order (the epoch clock among them), its
+    accuracy target (or `None`) and its step timer."""
     family = MODELS[settings.model]
     callbacks = _callbacks(
         work_dir, checkpoint, backup,
@@ -804,6 +889,7 @@ def _recipe_callbacks(settings, work_dir, checkpoint, backup):
     if settings.until_accuracy is not None:
         target = AccuracyTarget(settings.until_accuracy)
         callbacks.insert(-1, target)  # After the logs, before the backup.
+    callbacks.insert(-1, clock)  # Its stop comes after the epoch's files.
     # First: its batch end is read before the backup's checkpoint runs.
     step_timer = SteadyStepTimer()
     callbacks.insert(0, step_timer)
@@ -850,7 +936,10 @@ def _fit_epochs(network, splits, settings, callbacks, verbose, position,
     """`fit` from `position` (an epoch and its steps done) to `epochs`.
 
     With steps done, the epoch runs only its remaining steps: the training
-    data skips the batches done, and `fit` runs that one epoch.
+    data skips the batches done, and `fit` runs that one epoch (on
+    exactly those batches when the steps left are not a multiple of the
+    model's `steps_per_execution`: Keras would run its last call in full
+    on repeated data).
     """
     epoch, done = position
     callbacks[-1].start(epoch, done)  # The backup (see `_callbacks`).
@@ -862,10 +951,13 @@ def _fit_epochs(network, splits, settings, callbacks, verbose, position,
         # out would be cut short (with only a warning).
         train = repeat_batches(train)
         steps -= done
+    train = skip_batches(train, done)
+    if steps is not None and steps % network.steps_per_execution:
+        train, steps = take_batches(train, steps), None
     # Where `fit` starts: read by `HistoryTrim` when training begins.
     network._initial_epoch = epoch
     try:
-        network.fit(skip_batches(train, done),
+        network.fit(train,
                     validation_data=splits["validation"], epochs=epochs,
                     initial_epoch=epoch, steps_per_epoch=steps,
                     callbacks=callbacks, verbose=verbose,

@@ -17,6 +17,8 @@ import shutil
 
 import keras
 
+from keras_caps.training.execution_options import steps_in_call
+
 _WEIGHTS = "latest.weights.h5"
 _METADATA = "training_metadata.json"
 _PREVIOUS = ".bkp"  # Keras' suffix for the previous backup.
@@ -138,7 +140,11 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self._batch_begin = batch
 
     def on_train_batch_end(self, batch, logs=None):
-        steps = batch - getattr(self, "_batch_begin", batch) + 1
+        # With `steps_per_execution`, one call of several steps; the last
+        # call of an epoch may run fewer than Keras reports.
+        begin = getattr(self, "_batch_begin", batch)
+        steps = steps_in_call(begin, batch, self.params)
+        batch = begin + steps - 1
         self.steps_this_run += steps
         self._done = self._offset + batch + 1
         self._since_save += steps

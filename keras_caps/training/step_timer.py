@@ -6,7 +6,8 @@ at epoch ends) are never inside a timed interval; the first
 `warmup_steps` batches of each `fit` call, where the step function is
 traced and compiled, are left out. The result is the median over the
 remaining batches of this process, so a resumed run reports the speed of
-the steps it ran itself.
+the steps it ran itself. With `steps_per_execution`, a timed interval is
+one call of several steps, counted as its time per step.
 
 `peak_memory_mb` is the process's peak resident memory from
 `resource.getrusage`: it includes the framework's runtime, the data
@@ -18,6 +19,8 @@ import sys
 import time
 
 import keras
+
+from keras_caps.training.execution_options import steps_in_call
 
 try:
     import resource
@@ -54,7 +57,8 @@ class SteadyStepTimer(keras.callbacks.Callback):
                 f"warmup_steps={warmup_steps!r}")
         self.warmup_steps = warmup_steps
         self.clock = clock
-        self.durations = []  # Seconds of each timed batch.
+        self.durations = []  # Seconds per step of each timed call.
+        self.steady_steps = 0  # The steps those calls ran.
         self._steps_this_fit = 0
         self._start = None
 
@@ -63,13 +67,17 @@ class SteadyStepTimer(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         self._start = self.clock()
+        self._begin = batch
 
     def on_train_batch_end(self, batch, logs=None):
         end = self.clock()
-        self._steps_this_fit += 1
-        if self._start is not None and (
-                self._steps_this_fit > self.warmup_steps):
-            self.durations.append(end - self._start)
+        steps = steps_in_call(getattr(self, "_begin", batch), batch,
+                              self.params)
+        warm = self._steps_this_fit >= self.warmup_steps
+        self._steps_this_fit += steps
+        if self._start is not None and warm:
+            self.durations.append((end - self._start) / steps)
+            self.steady_steps += steps
         self._start = None
 
     def record(self):
@@ -78,7 +86,7 @@ class SteadyStepTimer(keras.callbacks.Callback):
             return {"steady_ms_per_step": None, "steady_steps": 0}
         return {"steady_ms_per_step": round(
                     1000.0 * statistics.median(self.durations), 3),
-                "steady_steps": len(self.durations)}
+                "steady_steps": self.steady_steps}
 
 
 def peak_memory_mb():

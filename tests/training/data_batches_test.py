@@ -1,5 +1,6 @@
 """The recipe's batch operations agree on `tf.data` and `PyDataset` input:
-counted, first, skipped and repeated batches, checked by batch index."""
+counted, first, skipped, repeated and taken batches, checked by batch
+index."""
 
 import keras
 import numpy as np
@@ -12,6 +13,7 @@ from keras_caps.training.data_batches import first_batch_shapes
 from keras_caps.training.data_batches import numpy_batches
 from keras_caps.training.data_batches import repeat_batches
 from keras_caps.training.data_batches import skip_batches
+from keras_caps.training.data_batches import take_batches
 
 
 class _Numbered(keras.utils.PyDataset):
@@ -78,6 +80,11 @@ def test_count_first_skip_and_repeat_by_index(make):
     assert _indices(repeated, limit=12) == [0, 1, 2, 3, 4] * 2 + [0, 1]
     assert _indices(repeat_batches(skip_batches(data, 3)), limit=5) == [
         3, 4, 3, 4, 3]
+    # The first few of them: the rest of an epoch under `steps_per_epoch`.
+    taken = take_batches(skip_batches(repeated, 3), 4)
+    assert batch_count(taken) == 4
+    assert _indices(taken) == [3, 4, 0, 1]
+    assert _indices(take_batches(data, 9)) == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.single_backend
