@@ -520,7 +520,7 @@ def _handle(x):
     Giving each use of the votes its own handle chains the uses, so
     TensorFlow sums their gradients as it goes (two or three terms at a
     time) instead of holding all of them, each the size of the votes,
-    for one sum at the end: about a third less peak memory in the
+    for one sum at the end: about a quarter less peak memory in the
     training step of the smallNORB ConvCaps, the same gradients. A view
     on PyTorch, a no-op for XLA.
 
