@@ -86,6 +86,51 @@ class ConvMatrixCapsTest(TestCase):
         check_against_reference(self, kernel_size, strides, schedule,
                                 temperature)
 
+    def test_gradients_match_finite_differences_of_the_reference(self):
+        """The backend's gradients of the summed outputs against central
+        differences of the float64 NumPy reference, for input entries and
+        transform entries (the votes' separate handles must not change
+        them)."""
+        rng = np.random.default_rng(7)
+        schedule = (0.5, 1.0)
+        capsules = matrix_capsules(rng, (1, 5, 5, 2))
+        layer = ConvMatrixCaps(2, kernel_size=3, strides=2, num_iterations=2,
+                               inverse_temperatures=schedule)
+        layer.build(capsules.shape)
+        kernel, beta_u, beta_a = hand_set(layer, rng)
+        _, (input_gradient, kernel_gradient, *_) = value_and_gradients(
+            layer, capsules)
+
+        def reference_sum(inputs, transforms):
+            outputs, _ = reference.conv_em_routing(
+                inputs, transforms, beta_u, beta_a, layer.strides, schedule,
+                layer.epsilon)
+            return outputs.sum()
+
+        def central_difference(array, index, evaluate, step=1e-4):
+            plus, minus = array.copy(), array.copy()
+            plus[index] += step
+            minus[index] -= step
+            return (evaluate(plus) - evaluate(minus)) / (2 * step)
+
+        # float32 routing against float64 differences: they agree to about
+        # 1e-6 here; 1e-4 leaves room for other backends' op orders.
+        capsules64 = capsules.astype("float64")
+        for flat in rng.choice(capsules.size, 8, replace=False):
+            index = np.unravel_index(flat, capsules.shape)
+            if index[-1] == 16:  # Activations stay inside (0, 1).
+                continue
+            expected = central_difference(
+                capsules64, index, lambda x: reference_sum(x, kernel))
+            self.assertAllClose(input_gradient[index], expected,
+                                atol=1e-4 * (1 + abs(expected)))
+        for flat in rng.choice(kernel.size, 6, replace=False):
+            index = np.unravel_index(flat, kernel.shape)
+            expected = central_difference(
+                kernel, index, lambda k: reference_sum(capsules64, k))
+            self.assertAllClose(kernel_gradient[index], expected,
+                                atol=1e-4 * (1 + abs(expected)))
+
     def test_couplings_sum_to_one_per_child_not_per_window(self):
         capsules = matrix_capsules(np.random.default_rng(1), (2, 5, 5, 2))
         layer = ConvMatrixCaps(2, kernel_size=3)
