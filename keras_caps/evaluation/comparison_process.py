@@ -332,11 +332,50 @@ def _main(argv):
         os.set_inheritable(report_fd, False)
     _die_with_parent(arguments["parent_pid"])
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    interrupted = _InterruptRecorder()
     try:
         _run_task(arguments["task"])
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Stop quietly.
-        return _INTERRUPTED
+        return _stop_quietly()
+    except Exception as error:
+        if interrupted.received:
+            # Ctrl-C landed in library code (TensorFlow's C++ calling back
+            # into Python) that turned the `KeyboardInterrupt` into
+            # another error: still an interrupt, not a failure.
+            return _stop_quietly()
+        return _failure_status(report_fd, error)
+    finally:
+        interrupted.restore()
+    return 0
+
+
+def _stop_quietly():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return _INTERRUPTED
+
+
+class _InterruptRecorder:
+    """While installed, SIGINT is Python's `KeyboardInterrupt` as usual,
+    and `received` says whether one came."""
+
+    def __init__(self):
+        self.received = False
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame):
+        self.received = True
+        raise KeyboardInterrupt
+
+    def restore(self):
+        if signal.getsignal(signal.SIGINT) == self._handle:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _failure_status(report_fd, error):
+    """The exit status of a task that raised `error` (not an interrupt),
+    reported to the parent; re-raises a bug, whose traceback is printed."""
+    try:
+        raise error
     except (ValueError, FileNotFoundError) as error:
         _report(report_fd, "bad_input", _one_line(error))
         return _BAD_INPUT
@@ -358,7 +397,6 @@ def _main(argv):
             raise
         _report(report_fd, "environment", failure)
         return _ENVIRONMENT
-    return 0
 
 
 def _run_task(task):

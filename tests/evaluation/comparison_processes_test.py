@@ -231,16 +231,17 @@ def test_a_child_on_a_full_disk_is_one_line(data_dir, tmp_path, capfd):
     assert _MODEL in line and "No space left on device" in line
 
 
-def _child_main(monkeypatch, error):
-    """A child's `_main`, in this process, whose task raises `error`:
-    its exit status, its report as the parent reads it, and whether the
-    report pipe stayed inheritable."""
+def _child_main(monkeypatch, error, task=None):
+    """A child's `_main`, in this process, whose task raises `error` (or
+    is `task`): its exit status, its report as the parent reads it, and
+    whether the report pipe stayed inheritable."""
     def failing_task(task):
         raise error
 
     monkeypatch.setattr(comparison_process, "_die_with_parent",
                         lambda parent_pid: None)
-    monkeypatch.setattr(comparison_process, "_run_task", failing_task)
+    monkeypatch.setattr(comparison_process, "_run_task",
+                        task or failing_task)
     read_end, write_end = os.pipe()
     os.set_inheritable(write_end, True)  # As `pass_fds` leaves it.
     try:
@@ -270,6 +271,38 @@ def test_a_childs_tensorflow_runtime_failure_is_one_line(monkeypatch):
     with pytest.raises(OSError, match=f"the model {_MODEL} failed: memory "
                        "ran out"):
         comparison_process._raise_failure(f"model {_MODEL}", status, report)
+
+
+def test_ctrl_c_turned_into_another_error_stops_the_child_quietly(
+        monkeypatch, capfd):
+    """Ctrl-C landing where library code catches the `KeyboardInterrupt`
+    and raises another error (TensorFlow's C++ calling back into Python
+    can): the child still stops as interrupted, with no report and no
+    traceback, not as a failure or a bug."""
+    def interrupted_task(task):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # The handler raises here.
+        except KeyboardInterrupt as interrupt:
+            raise TypeError("Flatten: error in a callback") from interrupt
+
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        status, report, _ = _child_main(monkeypatch, None,
+                                        task=interrupted_task)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert status == 130 and report is None
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_a_bug_in_a_child_still_raises_and_restores_sigint(monkeypatch):
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(ZeroDivisionError):
+        _child_main(monkeypatch, ZeroDivisionError("a bug"))
+    assert signal.getsignal(signal.SIGINT) == handler
 
 
 def test_a_long_report_is_cut_but_stays_readable(monkeypatch):
