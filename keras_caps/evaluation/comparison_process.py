@@ -356,17 +356,27 @@ def _stop_quietly():
 
 class _InterruptRecorder:
     """While installed, SIGINT is Python's `KeyboardInterrupt` as usual,
-    and `received` says whether one came."""
+    and `received` says whether one came. A `KeyboardInterrupt` raised
+    where Python cannot propagate it (a finalizer, a gc callback) is not
+    printed as "Exception ignored ... Traceback": the SIGINT is recorded,
+    and the parent passes SIGINT on again if the child keeps running."""
 
     def __init__(self):
         self.received = False
         self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
 
     def _handle(self, signum, frame):
         self.received = True
         raise KeyboardInterrupt
 
+    def _unraisable(self, unraisable):
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self._previous_hook(unraisable)
+
     def restore(self):
+        sys.unraisablehook = self._previous_hook
         if signal.getsignal(signal.SIGINT) == self._handle:
             signal.signal(signal.SIGINT, self._previous)
 

@@ -298,6 +298,30 @@ def test_ctrl_c_turned_into_another_error_stops_the_child_quietly(
     assert "Traceback" not in captured.out + captured.err
 
 
+def test_ctrl_c_in_a_finalizer_prints_no_traceback(monkeypatch, capfd):
+    """A `KeyboardInterrupt` raised where Python cannot propagate it (a
+    finalizer) is not printed as "Exception ignored"; the one that
+    follows stops the child as interrupted."""
+    class InterruptedFinalizer:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    def task(task):
+        InterruptedFinalizer()  # Finalized at once: an unraisable error.
+        raise KeyboardInterrupt
+
+    hook, handler = sys.unraisablehook, signal.getsignal(signal.SIGINT)
+    try:
+        status, report, _ = _child_main(monkeypatch, None, task=task)
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert status == 130 and report is None
+    assert sys.unraisablehook is hook
+    captured = capfd.readouterr()
+    assert "Exception ignored" not in captured.err
+    assert "Traceback" not in captured.out + captured.err
+
+
 def test_a_bug_in_a_child_still_raises_and_restores_sigint(monkeypatch):
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises(ZeroDivisionError):
