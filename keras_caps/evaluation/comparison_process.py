@@ -384,29 +384,23 @@ class _InterruptRecorder:
 def _failure_status(report_fd, error):
     """The exit status of a task that raised `error` (not an interrupt),
     reported to the parent; re-raises a bug, whose traceback is printed."""
-    try:
-        raise error
-    except (ValueError, FileNotFoundError) as error:
+    from keras_caps.training.run_lock import FolderInUseError
+
+    if isinstance(error, (ValueError, FileNotFoundError)):
         _report(report_fd, "bad_input", _one_line(error))
         return _BAD_INPUT
-    except OSError as error:
+    if isinstance(error, (OSError, FolderInUseError)):
         _report(report_fd, "environment", _one_line(error))
         return _ENVIRONMENT
-    except RuntimeError as error:
-        from keras_caps.training.run_lock import FolderInUseError
-
-        if not isinstance(error, FolderInUseError):
-            raise
-        _report(report_fd, "environment", _one_line(error))
-        return _ENVIRONMENT
-    except Exception as error:
+    failure = None
+    if not isinstance(error, RuntimeError):
         from keras_caps.training import runtime_failures
 
         failure = runtime_failures.describe_runtime_failure(error)
-        if failure is None:  # A bug: its traceback is printed.
-            raise
-        _report(report_fd, "environment", failure)
-        return _ENVIRONMENT
+    if failure is None:  # A bug: its traceback is printed.
+        raise error
+    _report(report_fd, "environment", failure)
+    return _ENVIRONMENT
 
 
 def _run_task(task):
