@@ -13,9 +13,8 @@ import importlib
 import importlib.util
 import os
 
-# The module each Keras backend imports, and how to install it.
-_BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax",
-                    "torch": "torch"}
+# Each Keras backend (named as the module it imports) and how to install
+# it.
 _INSTALL = {"tensorflow": "pip install 'keras-caps[tensorflow]'",
             "jax": "pip install 'keras-caps[jax]'",
             "torch": "pip install torch (https://pytorch.org for the build "
@@ -43,17 +42,15 @@ def import_keras():
     try:
         return importlib.import_module("keras")
     except ModuleNotFoundError as error:
-        missing = (error.name or "").split(".")[0]
-        backend = {module: name for name, module
-                   in _BACKEND_MODULES.items()}.get(missing)
-        if backend is None:
+        backend = (error.name or "").split(".")[0]
+        if backend not in _INSTALL:
             raise
         raise ImportError(_missing_backend_message(backend)) from error
 
 
 def _missing_backend_message(backend):
-    installed = [name for name, module in _BACKEND_MODULES.items()
-                 if name != backend and _installed(module)]
+    installed = [name for name in _INSTALL
+                 if name != backend and _installed(name)]
     chosen_by = ("KERAS_BACKEND" if os.environ.get("KERAS_BACKEND")
                  else "~/.keras/keras.json, or Keras' default")
     choice = (f"or run with an installed one: KERAS_BACKEND="
