@@ -21,9 +21,12 @@ class ImageBatches(keras.utils.PyDataset):
     raw pixels, labels one-hot float32 `(batch, num_classes)`, targets the
     (augmented) images / 255 clipped to [0, 1].
 
-    When `training`, the examples are permuted anew every epoch
-    (`on_epoch_end` advances the epoch; Keras calls it after each one), the
-    last partial batch is dropped and `augment` is applied to each batch.
+    When `training`, the examples are permuted anew every epoch (the
+    `epoch` attribute, which `on_epoch_end` advances; `batch_at(epoch,
+    index)` makes any epoch's batch, so the training recipe can read the
+    batches of the training epoch it is in, and a resumed run the batches
+    an uninterrupted one would), the last partial batch is dropped and
+    `augment` is applied to each batch.
     Otherwise batches follow the stored order and keep the remainder.
 
     Everything is a function of `seed`: the permutation of epoch `e` comes
@@ -105,10 +108,13 @@ class ImageBatches(keras.utils.PyDataset):
         return order
 
     def __getitem__(self, index):
+        return self.batch_at(self.epoch, index)
+
+    def batch_at(self, epoch, index):
+        """Batch `index` of epoch `epoch` (whatever `self.epoch` is)."""
         if not 0 <= index < len(self):
             raise IndexError(
                 f"Batch index {index} out of range for {len(self)} batches.")
-        epoch = self.epoch
         chosen = slice(index * self._batch_size,
                        (index + 1) * self._batch_size)
         if self._training:

@@ -100,18 +100,22 @@ class MultiMnistBatches(keras.utils.PyDataset):
         self.epoch += 1
 
     def __getitem__(self, index):
+        return self.batch_at(self.epoch, index)
+
+    def batch_at(self, epoch, index):
+        """Batch `index` of epoch `epoch` (whatever `self.epoch` is)."""
         if not 0 <= index < len(self):
             raise IndexError(
                 f"Batch index {index} out of range for {len(self)} batches.")
         if self._training:
-            first, second, shifts = self._random_pairs(index)
+            first, second, shifts = self._random_pairs(epoch, index)
         else:
             first, second, shifts = self._fixed_pairs(index)
         return self._merge(first, second, shifts)
 
-    def _random_pairs(self, index):
+    def _random_pairs(self, epoch, index):
         rng = np.random.default_rng(
-            [self._seed, _TRAINING_SALT, self.epoch, index])
+            [self._seed, _TRAINING_SALT, epoch, index])
         size = self._batch_size
         first = rng.integers(0, len(self._labels), size)
         label = self._labels[first]

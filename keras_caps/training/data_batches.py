@@ -16,6 +16,9 @@ import sys
 import keras
 import numpy as np
 
+from keras_caps.training.data_epoch import follows_epochs
+from keras_caps.training.epoch_stream import EpochStream
+
 
 def is_tf_dataset(data):
     """Whether `data` is a `tf.data.Dataset` (without importing TF)."""
@@ -88,6 +91,37 @@ def repeat_batches(data):
     if is_tf_dataset(data):
         return data.repeat()
     return BatchWindow(data, repeat=True)
+
+
+def resumed_batches(data, epoch, steps_done, steps_per_epoch=None):
+    """The training batches `fit` reads from step `steps_done` of epoch
+    `epoch` on: endless under `steps_per_epoch` (Keras does not restart
+    the data at each epoch then, so they must not run out), without the
+    batches already done.
+
+    Under `steps_per_epoch` an uninterrupted `fit` keeps one iterator
+    across epochs, so its epoch `e` starts at step `e * steps_per_epoch`
+    of the repeated data. Data whose batches follow the training epoch
+    (`keras_caps.training.data_epoch.follows_epochs`) are read as an
+    `EpochStream` entered at that step (whole passes: with `DataEpoch`
+    among the callbacks), so a resumed epoch reads exactly the batches of
+    an uninterrupted run. A `tf.data.Dataset` starts its first pass again
+    (its shuffle order belongs to its iterator, which a new process
+    cannot rebuild), so there a resumed epoch reads other batches.
+
+    Example:
+
+    ```python
+    # Resumed after 3 steps of epoch 2, 10 steps per epoch.
+    batches = resumed_batches(train, 2, 3, steps_per_epoch=10)
+    ```
+    """
+    if steps_per_epoch is None:
+        return skip_batches(data, steps_done)
+    if follows_epochs(data):
+        return EpochStream(data, steps_per_epoch,
+                           start=epoch * steps_per_epoch + steps_done)
+    return skip_batches(repeat_batches(data), steps_done)
 
 
 def first_batch_shapes(data):

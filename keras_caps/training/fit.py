@@ -67,9 +67,10 @@ from keras_caps.training.data_batches import batch_count
 from keras_caps.training.data_batches import first_batch
 from keras_caps.training.data_batches import first_batch_shapes
 from keras_caps.training.data_batches import is_tf_dataset
-from keras_caps.training.data_batches import repeat_batches
-from keras_caps.training.data_batches import skip_batches
+from keras_caps.training.data_batches import resumed_batches
 from keras_caps.training.data_batches import take_batches
+from keras_caps.training.data_epoch import DataEpoch
+from keras_caps.training.data_epoch import follows_epochs
 from keras_caps.training.epoch_clock import EpochClock
 from keras_caps.training.execution_options import check_input_workers
 from keras_caps.training.execution_options import check_steps_per_execution
@@ -943,15 +944,14 @@ def _fit_epochs(network, splits, settings, callbacks, verbose, position,
     """
     epoch, done = position
     callbacks[-1].start(epoch, done)  # The backup (see `_callbacks`).
-    train = splits["train"]
     steps = settings.steps_per_epoch
+    train = resumed_batches(splits["train"], epoch, done, steps)
+    if follows_epochs(splits["train"]):
+        # Before the backup, which must stay last (see `_callbacks`).
+        callbacks = [*callbacks[:-1], DataEpoch(splits["train"]),
+                     callbacks[-1]]
     if steps is not None:
-        # Keras does not restart the data at each epoch under
-        # `steps_per_epoch`: without `repeat`, epochs after the data ran
-        # out would be cut short (with only a warning).
-        train = repeat_batches(train)
         steps -= done
-    train = skip_batches(train, done)
     if steps is not None and steps % network.steps_per_execution:
         train, steps = take_batches(train, steps), None
     # Where `fit` starts: read by `HistoryTrim` when training begins.

@@ -105,12 +105,12 @@ def test_pairs_follow_the_recipe_like_tf_data(data_dir):
 def test_shifts_are_uniform_and_digits_are_pool_digits(data_dir):
     batches = load("multi_mnist", "train", batch_size=64, data_dir=data_dir,
                    seed=3, input_pipeline="numpy", pairs_per_epoch=1280)
-    shifts = np.concatenate([batches._random_pairs(index)[2]
+    shifts = np.concatenate([batches._random_pairs(0, index)[2]
                              for index in range(len(batches))])
     counts = np.bincount(shifts.reshape(-1) + 6, minlength=13)
     assert len(counts) == 13
     assert stats.chisquare(counts).pvalue > _ALPHA
-    first, second, pair_shifts = batches._random_pairs(0)
+    first, second, pair_shifts = batches._random_pairs(0, 0)
     _, targets = batches[0]
     padded = np.pad(batches._padded, ((0, 0), (6, 6), (6, 6)))
     for slot, indices in enumerate((first, second)):

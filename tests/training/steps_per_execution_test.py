@@ -2,7 +2,7 @@
 runs with N=1 and N=4 (epochs of 6 steps, each ending on a call of 2)
 end with the same weights, optimizer steps and validation history, and
 a run killed at a backup with N=4 resumes with N=2 for exactly the steps
-left; `--input-workers` reaches the NumPy pipeline without changing the
+left, to the same weights; `--input-workers` reaches the NumPy pipeline without changing the
 batches the run sees."""
 
 import csv
@@ -120,11 +120,14 @@ def test_steps_per_execution_trains_as_one_step_per_call(tmp_path):
     assert (reference["input_pipeline"],
             reference["input_workers"]) == ("numpy", None)
     # Resumed with another N: the 2 steps left of the second epoch, no
-    # more. (Not compared with the weights above: a resumed epoch's
-    # remaining batches come from another shuffle than an uninterrupted
-    # run's, whatever N.)
+    # more, on the batches an uninterrupted run reads there (the NumPy
+    # pipeline's epoch is the training epoch's): the same weights.
     resumed = _record(tmp_path / "resumed")
     assert resumed["steps_per_execution"] == 2
     assert resumed["train_steps_total"] == 12
     assert resumed["train_steps_this_run"] == 2
     assert [row["epoch"] for row in _history(tmp_path / "resumed")] == [0, 1]
+    weights = _weights(tmp_path / "resumed" / "model.keras")
+    for key, value in expected.items():
+        np.testing.assert_allclose(weights[key], value, atol=1e-6,
+                                   err_msg=key)
