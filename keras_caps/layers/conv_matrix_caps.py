@@ -252,6 +252,9 @@ class ConvMatrixCaps(Router):
         raw = windows[..., POSE_SIZE]
         activations = ops.where(raw > 0.0, ops.minimum(raw, 1.0), 0.0)
         votes = self._votes(windows[..., :POSE_SIZE])  # (b, y, x, c, n, h)
+        # Read by the products' forward passes only: their backward passes
+        # give the votes the whole gradient (see `_window_moments`).
+        squares = ops.stop_gradient(ops.square(votes))
         # (b, y, x, c, n): the uniform first pass and its zero logits.
         couplings = ops.zeros_like(votes[..., 0]) + ops.convert_to_tensor(
             self._uniform)
@@ -259,14 +262,14 @@ class ConvMatrixCaps(Router):
         passes = []
         for step, inverse_temperature in enumerate(self.inverse_temperatures):
             means, variances, logits = self._m_step(
-                votes, couplings * ops.expand_dims(activations, 3),
+                votes, squares, couplings * ops.expand_dims(activations, 3),
                 inverse_temperature)
             passes.append((couplings, agreement, means, logits))
             if step + 1 < self.num_iterations:
                 votes = _handle(votes)  # a handle per use: see `_handle`
                 # (b, y, x, c, 1) + (b, y, x, c, n): the E-step logits.
                 agreement = ops.expand_dims(ops.log_sigmoid(logits), -1) + (
-                    self._log_likelihood(votes, means, variances))
+                    self._log_likelihood(votes, squares, means, variances))
                 couplings = self._normalise_over_reached_parents(agreement)
                 votes = _handle(votes)
         if not keep_passes:
@@ -304,7 +307,7 @@ class ConvMatrixCaps(Router):
         return ops.reshape(votes, (-1, *self._out_grid, types, size,
                                    POSE_SIZE))
 
-    def _m_step(self, votes, weights, inverse_temperature):
+    def _m_step(self, votes, squares, weights, inverse_temperature):
         """Procedure 1's M-step: means, variances, activation logits.
 
         `weights` `(b, y, x, c, n)` are `r_ij = R_ij a_i`. The weighted
@@ -325,7 +328,7 @@ class ConvMatrixCaps(Router):
         divisor = ops.where(has_data, amount, 1.0)
         shares = ops.expand_dims(weights / ops.expand_dims(divisor, -1), -2)
         # (b, y, x, c, 1, n) @ (b, y, x, c, n, h) -> (b, y, x, c, 2, h)
-        moments = _window_moments(votes, shares)
+        moments = _window_moments(votes, squares, shares)
         means, second = moments[..., 0, :], moments[..., 1, :]
         total = ops.expand_dims(ops.sum(shares, axis=(-2, -1)), -1)  # 1 or 0
         # sum_i s_ij (V_ij - mu_j)^2 = second - (2 - total) mu_j^2, >= 0
@@ -337,7 +340,7 @@ class ConvMatrixCaps(Router):
         logits = inverse_temperature * (self.beta_a - cost)  # (b, y, x, c)
         return means, variances, logits
 
-    def _log_likelihood(self, votes, means, variances):
+    def _log_likelihood(self, votes, squares, means, variances):
         """`sum_h log N(V_ijh; mu_jh, sigma2_jh)`, `(b, y, x, c, n)`.
 
         Expanded as `V^2 / sigma2 - 2 V mu / sigma2 + mu^2 / sigma2`:
@@ -346,7 +349,8 @@ class ConvMatrixCaps(Router):
         """
         inverse = 1.0 / variances  # (b, y, x, c, h)
         # (b, y, x, c, n, h), 2 x (b, y, x, c, h) -> (b, y, x, c, n)
-        quadratic = _window_quadratic(votes, inverse, means * inverse)
+        quadratic = _window_quadratic(votes, squares, inverse,
+                                      means * inverse)
         constant = ops.sum(ops.square(means) * inverse + ops.log(
             variances), axis=-1) + POSE_SIZE * _LOG_2PI  # (b, y, x, c)
         return -0.5 * (quadratic + ops.expand_dims(constant, -1))
@@ -536,73 +540,80 @@ def _handle(x):
 # Autodiff of `shares @ votes` and `shares @ votes^2` would hold the votes'
 # squares for the backward pass and give every use two votes-sized
 # gradients (to the votes and to their squares), summed separately. These
-# two products hold only the votes and give one: the squares are
-# recomputed where needed and never kept. Values as the plain products.
+# two products hold only the votes and give one: the squares, an input of
+# their forward passes, get no gradient (`None`) and are recomputed where
+# the backward pass needs them. Values as the plain products.
 
 
 @ops.custom_gradient
-def _window_moments(votes, shares):
-    """`shares @ votes` and `shares @ votes^2`, `(..., 2, h)`.
+def _window_moments(votes, squares, shares):
+    """`shares @ votes` and `shares @ squares`, `(..., 2, h)`.
 
-    `votes` `(..., n, h)`, `shares` `(..., 1, n)`; the backward pass gives
+    `votes` and `squares = votes^2` `(..., n, h)`, `shares` `(..., 1, n)`;
+    the backward pass gives
     `d votes = shares^T (d mean + 2 votes d second)` and `d shares = d mean
     votes^T + d second (votes^2)^T`.
 
     Example:
 
     >>> votes = ops.reshape(ops.arange(6.0), (3, 2))
-    >>> moments = _window_moments(votes, ops.full((1, 3), 0.5))
+    >>> shares = ops.full((1, 3), 0.5)
+    >>> moments = _window_moments(votes, ops.square(votes), shares)
     >>> ops.convert_to_numpy(moments).tolist()
     [[3.0, 4.5], [10.0, 17.5]]
     """
     moments = ops.concatenate([ops.matmul(shares, votes),
-                               ops.matmul(shares, ops.square(votes))], -2)
+                               ops.matmul(shares, squares)], -2)
 
     def gradient(*args, upstream=None):
         if upstream is None:  # TensorFlow and JAX pass it positionally
             (upstream,) = args
         d_mean, d_second = upstream[..., :1, :], upstream[..., 1:, :]
-        d_votes = (votes * (2.0 * d_second) + d_mean) * ops.swapaxes(
-            shares, -1, -2)
-        # (..., n, h) @ (..., h, 1) -> (..., n, 1) -> (..., 1, n)
-        d_shares = ops.swapaxes(
-            ops.matmul(votes, ops.swapaxes(d_mean, -1, -2)) + ops.matmul(
-                ops.square(votes), ops.swapaxes(d_second, -1, -2)), -1, -2)
-        return d_votes, d_shares
+        # Outer products (..., n, 1) @ (..., 1, h): faster than broadcasts.
+        column = ops.swapaxes(shares, -1, -2)
+        d_votes = ops.matmul(column, d_mean) + votes * ops.matmul(
+            column, 2.0 * d_second)
+        # (..., 1, h) @ (..., h, n) -> (..., 1, n)
+        d_shares = ops.matmul(d_mean, ops.swapaxes(votes, -1, -2)) + (
+            ops.matmul(d_second, ops.swapaxes(ops.square(votes), -1, -2)))
+        return d_votes, None, d_shares
 
     return moments, gradient
 
 
 @ops.custom_gradient
-def _window_quadratic(votes, inverse, scaled_means):
-    """`sum_h votes^2 inverse - 2 votes scaled_means`, `(..., n)`.
+def _window_quadratic(votes, squares, inverse, scaled_means):
+    """`sum_h squares inverse - 2 votes scaled_means`, `(..., n)`.
 
-    `votes` `(..., n, h)`, `inverse` and `scaled_means` `(..., h)`; the
+    `votes` and `squares = votes^2` `(..., n, h)`, `inverse` and
+    `scaled_means` `(..., h)`; the
     backward pass gives `d votes = 2 d q (votes inverse - scaled_means)`.
 
     Example:
 
     >>> votes = ops.reshape(ops.arange(6.0), (3, 2))
-    >>> quadratic = _window_quadratic(votes, ops.ones(2), ops.zeros(2))
+    >>> quadratic = _window_quadratic(votes, ops.square(votes), ops.ones(2),
+    ...                               ops.zeros(2))
     >>> ops.convert_to_numpy(quadratic).tolist()
     [1.0, 13.0, 41.0]
     """
     quadratic = ops.squeeze(ops.matmul(
-        ops.square(votes), ops.expand_dims(inverse, -1)), -1) - 2.0 * (
+        squares, ops.expand_dims(inverse, -1)), -1) - 2.0 * (
             ops.squeeze(ops.matmul(votes, ops.expand_dims(scaled_means, -1)),
                         -1))
 
     def gradient(*args, upstream=None):
         if upstream is None:  # TensorFlow and JAX pass it positionally
             (upstream,) = args
-        weights = ops.expand_dims(upstream, -1)  # (..., n, 1)
-        d_votes = (2.0 * weights) * (
-            votes * ops.expand_dims(inverse, -2)
-            - ops.expand_dims(scaled_means, -2))
+        column = ops.expand_dims(2.0 * upstream, -1)  # (..., n, 1)
+        # Outer products (..., n, 1) @ (..., 1, h): faster than broadcasts.
+        d_votes = votes * ops.matmul(column, ops.expand_dims(
+            inverse, -2)) - ops.matmul(column, ops.expand_dims(
+                scaled_means, -2))
         # (..., 1, n) @ (..., n, h) -> (..., h)
-        row = ops.swapaxes(weights, -1, -2)
+        row = ops.expand_dims(upstream, -2)
         d_inverse = ops.squeeze(ops.matmul(row, ops.square(votes)), -2)
         d_scaled = -2.0 * ops.squeeze(ops.matmul(row, votes), -2)
-        return d_votes, d_inverse, d_scaled
+        return d_votes, None, d_inverse, d_scaled
 
     return quadratic, gradient
