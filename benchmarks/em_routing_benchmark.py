@@ -30,21 +30,32 @@ median and minimum step time and the TF CPU allocator's peak memory above
 the start of a step, and the peer / ours ratios (above 1: ours is faster
 or smaller).
 
-    python benchmarks/em_routing_benchmark.py [--batch 32] [--steps 5]
+With `--whole-model`, instead: the whole smallNORB model,
+`keras_caps.applications.MatrixCapsNet("smallnorb")` (convolution, primary
+capsules, ConvCaps1, ConvCaps2, class capsules; compiled with its Adam and
+spread loss), one `train_on_batch` step per timing on random 32x32 images
+and labels: the median and minimum step time and the allocator's peak
+during one step (no peer: the ports are not built as whole models here).
+
+    python -m benchmarks.em_routing_benchmark [--batch 32] [--steps 5]
+    python -m benchmarks.em_routing_benchmark --whole-model --batch 32
 """
 
 import argparse
 import os
+import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 from benchmarks.side_by_side import make_step  # noqa: E402
 from benchmarks.side_by_side import peak_memory_mib  # noqa: E402
 from benchmarks.side_by_side import time_steps  # noqa: E402
+from keras_caps.applications import MatrixCapsNet  # noqa: E402
 from keras_caps.layers import ConvMatrixCaps  # noqa: E402
 
 # (kernel, stride, parent types) of ConvCaps1 and ConvCaps2 (Section 5).
@@ -148,12 +159,8 @@ def stack(layers):
     return model
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    args = parser.parse_args()
+def compare_layers(args):
+    """Times ours against the port's structure: ConvCaps1 + ConvCaps2."""
     rng = np.random.default_rng(0)
     inputs = rng.normal(size=(args.batch, GRID, GRID, TYPES, 17))
     inputs[..., 16] = rng.uniform(size=(args.batch, GRID, GRID, TYPES))
@@ -177,6 +184,47 @@ def main():
               f"peak memory {memory[name]:.0f} MiB")
     print(f"  peer / ours: {times['peer'][0] / times['ours'][0]:.2f}x "
           f"step time, {memory['peer'] / memory['ours']:.2f}x memory")
+
+
+def whole_model(args):
+    """Times `MatrixCapsNet("smallnorb")`'s training step and its peak."""
+    model = MatrixCapsNet("smallnorb")
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0.0, 255.0, size=(args.batch, *model.input_shape[
+        1:])).astype("float32")
+    labels = np.eye(model.output_shape[-1], dtype="float32")[
+        rng.integers(model.output_shape[-1], size=args.batch)]
+    model.train_on_batch(images, labels)  # traces the step
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    model.train_on_batch(images, labels)
+    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+    for _ in range(args.warmup):
+        model.train_on_batch(images, labels)
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        model.train_on_batch(images, labels)
+        times.append(1000.0 * (time.perf_counter() - start))
+    print(f"MatrixCapsNet('smallnorb') training step (train_on_batch: "
+          f"forward, spread loss, backward, Adam), batch {args.batch}, "
+          f"{args.steps} steps (TensorFlow, {os.cpu_count()} CPUs):")
+    print(f"  median {np.median(times):.0f} ms (min {np.min(times):.0f} "
+          f"ms), peak memory {peak / 2.0**20:.0f} MiB")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--whole-model", action="store_true",
+                        help="the whole smallNORB model's step, alone")
+    args = parser.parse_args()
+    if args.whole_model:
+        whole_model(args)
+    else:
+        compare_layers(args)
 
 
 if __name__ == "__main__":

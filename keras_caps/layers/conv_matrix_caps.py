@@ -61,7 +61,9 @@ class ConvMatrixCaps(Router):
     over its window as batched matrix products: the weighted mean and
     variance as first and second moments, the log density's quadratic
     term expanded (`V^2 / sigma2 - 2 V mu / sigma2 + mu^2 / sigma2`), so
-    no `votes - mean` tensor is built. It runs in float32 and the log
+    no `votes - mean` tensor is built; these products have a hand-written
+    backward pass that keeps the votes but not their squares (the same
+    gradients in less memory). It runs in float32 and the log
     domain (`log a_j` is the log-sigmoid of the activation's logit), so
     it stays finite under `mixed_float16` and `mixed_bfloat16` and for
     children whose activation is 0; the moments lose float32 precision
@@ -250,7 +252,9 @@ class ConvMatrixCaps(Router):
         raw = windows[..., POSE_SIZE]
         activations = ops.where(raw > 0.0, ops.minimum(raw, 1.0), 0.0)
         votes = self._votes(windows[..., :POSE_SIZE])  # (b, y, x, c, n, h)
-        squares = ops.square(votes)
+        # Read by the products' forward passes only: their backward passes
+        # give the votes the whole gradient (see `_window_moments`).
+        squares = ops.stop_gradient(ops.square(votes))
         # (b, y, x, c, n): the uniform first pass and its zero logits.
         couplings = ops.zeros_like(votes[..., 0]) + ops.convert_to_tensor(
             self._uniform)
@@ -262,13 +266,12 @@ class ConvMatrixCaps(Router):
                 inverse_temperature)
             passes.append((couplings, agreement, means, logits))
             if step + 1 < self.num_iterations:
-                # A handle per use: see `_handle`.
-                votes, squares = _handle(votes), _handle(squares)
+                votes = _handle(votes)  # a handle per use: see `_handle`
                 # (b, y, x, c, 1) + (b, y, x, c, n): the E-step logits.
                 agreement = ops.expand_dims(ops.log_sigmoid(logits), -1) + (
                     self._log_likelihood(votes, squares, means, variances))
                 couplings = self._normalise_over_reached_parents(agreement)
-                votes, squares = _handle(votes), _handle(squares)
+                votes = _handle(votes)
         if not keep_passes:
             passes = passes[-1:]
         return RoutingPasses(
@@ -310,8 +313,9 @@ class ConvMatrixCaps(Router):
         `weights` `(b, y, x, c, n)` are `r_ij = R_ij a_i`. The weighted
         mean and variance are moments, `sum_i s_ij V_ij` and `sum_i s_ij
         V_ij^2 - mu_j^2` with `s_ij = r_ij / sum_i r_ij`: two batched
-        matrix products over the window per parent instead of the
-        deviations `V - mu`. A parent without data (`sum_i r_ij = 0`) gets
+        matrix products over the window per parent (`_window_moments`)
+        instead of the deviations `V - mu`. A parent without data
+        (`sum_i r_ij = 0`) gets
         mean 0 and variance `epsilon`, as `keras_caps.ops.em_m_step`, and
         passes no gradient to its (inactive) children's activations.
         """
@@ -323,9 +327,9 @@ class ConvMatrixCaps(Router):
         amount = ops.sum(weights, axis=-1)
         divisor = ops.where(has_data, amount, 1.0)
         shares = ops.expand_dims(weights / ops.expand_dims(divisor, -1), -2)
-        # (b, y, x, c, 1, n) @ (b, y, x, c, n, h) -> (b, y, x, c, h)
-        means = ops.squeeze(ops.matmul(shares, votes), -2)
-        second = ops.squeeze(ops.matmul(shares, squares), -2)
+        # (b, y, x, c, 1, n) @ (b, y, x, c, n, h) -> (b, y, x, c, 2, h)
+        moments = _window_moments(votes, squares, shares)
+        means, second = moments[..., 0, :], moments[..., 1, :]
         total = ops.expand_dims(ops.sum(shares, axis=(-2, -1)), -1)  # 1 or 0
         # sum_i s_ij (V_ij - mu_j)^2 = second - (2 - total) mu_j^2, >= 0
         variances = ops.relu(second - (2.0 - total) * ops.square(means))
@@ -340,13 +344,13 @@ class ConvMatrixCaps(Router):
         """`sum_h log N(V_ijh; mu_jh, sigma2_jh)`, `(b, y, x, c, n)`.
 
         Expanded as `V^2 / sigma2 - 2 V mu / sigma2 + mu^2 / sigma2`:
-        two matrix-vector products over the 16 pose entries per parent.
+        two matrix-vector products over the 16 pose entries per parent
+        (`_window_quadratic`).
         """
         inverse = 1.0 / variances  # (b, y, x, c, h)
-        # (b, y, x, c, n, h) @ (b, y, x, c, h, 1) -> (b, y, x, c, n)
-        quadratic = ops.squeeze(ops.matmul(
-            squares, ops.expand_dims(inverse, -1)), -1) - 2.0 * ops.squeeze(
-                ops.matmul(votes, ops.expand_dims(means * inverse, -1)), -1)
+        # (b, y, x, c, n, h), 2 x (b, y, x, c, h) -> (b, y, x, c, n)
+        quadratic = _window_quadratic(votes, squares, inverse,
+                                      means * inverse)
         constant = ops.sum(ops.square(means) * inverse + ops.log(
             variances), axis=-1) + POSE_SIZE * _LOG_2PI  # (b, y, x, c)
         return -0.5 * (quadratic + ops.expand_dims(constant, -1))
@@ -530,3 +534,86 @@ def _handle(x):
     (2, 3)
     """
     return ops.reshape(x, ops.shape(x))
+
+
+# --- Products over the window with a hand-written backward pass ---------
+# Autodiff of `shares @ votes` and `shares @ votes^2` would hold the votes'
+# squares for the backward pass and give every use two votes-sized
+# gradients (to the votes and to their squares), summed separately. These
+# two products hold only the votes and give one: the squares, an input of
+# their forward passes, get no gradient (`None`) and are recomputed where
+# the backward pass needs them. Values as the plain products.
+
+
+@ops.custom_gradient
+def _window_moments(votes, squares, shares):
+    """`shares @ votes` and `shares @ squares`, `(..., 2, h)`.
+
+    `votes` and `squares = votes^2` `(..., n, h)`, `shares` `(..., 1, n)`;
+    the backward pass gives
+    `d votes = shares^T (d mean + 2 votes d second)` and `d shares = d mean
+    votes^T + d second (votes^2)^T`.
+
+    Example:
+
+    >>> votes = ops.reshape(ops.arange(6.0), (3, 2))
+    >>> shares = ops.full((1, 3), 0.5)
+    >>> moments = _window_moments(votes, ops.square(votes), shares)
+    >>> ops.convert_to_numpy(moments).tolist()
+    [[3.0, 4.5], [10.0, 17.5]]
+    """
+    moments = ops.concatenate([ops.matmul(shares, votes),
+                               ops.matmul(shares, squares)], -2)
+
+    def gradient(*args, upstream=None):
+        if upstream is None:  # TensorFlow and JAX pass it positionally
+            (upstream,) = args
+        d_mean, d_second = upstream[..., :1, :], upstream[..., 1:, :]
+        # Outer products (..., n, 1) @ (..., 1, h): faster than broadcasts.
+        column = ops.swapaxes(shares, -1, -2)
+        d_votes = ops.matmul(column, d_mean) + votes * ops.matmul(
+            column, 2.0 * d_second)
+        # (..., 1, h) @ (..., h, n) -> (..., 1, n)
+        d_shares = ops.matmul(d_mean, ops.swapaxes(votes, -1, -2)) + (
+            ops.matmul(d_second, ops.swapaxes(ops.square(votes), -1, -2)))
+        return d_votes, None, d_shares
+
+    return moments, gradient
+
+
+@ops.custom_gradient
+def _window_quadratic(votes, squares, inverse, scaled_means):
+    """`sum_h squares inverse - 2 votes scaled_means`, `(..., n)`.
+
+    `votes` and `squares = votes^2` `(..., n, h)`, `inverse` and
+    `scaled_means` `(..., h)`; the
+    backward pass gives `d votes = 2 d q (votes inverse - scaled_means)`.
+
+    Example:
+
+    >>> votes = ops.reshape(ops.arange(6.0), (3, 2))
+    >>> quadratic = _window_quadratic(votes, ops.square(votes), ops.ones(2),
+    ...                               ops.zeros(2))
+    >>> ops.convert_to_numpy(quadratic).tolist()
+    [1.0, 13.0, 41.0]
+    """
+    quadratic = ops.squeeze(ops.matmul(
+        squares, ops.expand_dims(inverse, -1)), -1) - 2.0 * (
+            ops.squeeze(ops.matmul(votes, ops.expand_dims(scaled_means, -1)),
+                        -1))
+
+    def gradient(*args, upstream=None):
+        if upstream is None:  # TensorFlow and JAX pass it positionally
+            (upstream,) = args
+        column = ops.expand_dims(2.0 * upstream, -1)  # (..., n, 1)
+        # Outer products (..., n, 1) @ (..., 1, h): faster than broadcasts.
+        d_votes = votes * ops.matmul(column, ops.expand_dims(
+            inverse, -2)) - ops.matmul(column, ops.expand_dims(
+                scaled_means, -2))
+        # (..., 1, n) @ (..., n, h) -> (..., h)
+        row = ops.expand_dims(upstream, -2)
+        d_inverse = ops.squeeze(ops.matmul(row, ops.square(votes)), -2)
+        d_scaled = -2.0 * ops.squeeze(ops.matmul(row, votes), -2)
+        return d_votes, None, d_inverse, d_scaled
+
+    return quadratic, gradient

@@ -4,7 +4,9 @@ import pytest
 from absl.testing import parameterized
 
 from keras_caps.layers import ConvMatrixCaps
+from keras_caps.layers import conv_matrix_caps
 from keras_caps.testing import TestCase
+from keras_caps.testing.test_case import function_gradients
 from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import conv_matrix_caps_reference as reference
 
@@ -163,6 +165,51 @@ class ConvMatrixCapsTest(TestCase):
         trace = layer.routing_trace(capsules)
         for couplings in trace["couplings"]:
             self.assertAllFinite(numpy(couplings), "couplings")
+
+    def test_window_products_have_the_gradients_of_autodiff(self):
+        """The hand-written backward passes of the M-step moments and the
+        E-step quadratic against autodiff of the plain products (the
+        squares an input without gradient, as in the layer)."""
+        rng = np.random.default_rng(3)
+        votes = rng.normal(size=(2, 3, 5, 16)).astype("float32")
+        shares = rng.uniform(size=(2, 3, 1, 5)).astype("float32")
+        inverse = rng.uniform(0.5, 2.0, size=(2, 3, 16)).astype("float32")
+        scaled = rng.normal(size=(2, 3, 16)).astype("float32")
+        # Weights, so that every output entry has its own upstream value.
+        moment_weights = keras.ops.convert_to_tensor(
+            rng.normal(size=(2, 3, 2, 16)).astype("float32"))
+        quadratic_weights = keras.ops.convert_to_tensor(
+            rng.normal(size=(2, 3, 5)).astype("float32"))
+        ops = keras.ops
+
+        def moments(v, s, hand_written):
+            if hand_written:
+                result = conv_matrix_caps._window_moments(
+                    v, ops.stop_gradient(ops.square(v)), s)
+            else:
+                result = ops.concatenate([ops.matmul(s, v),
+                                          ops.matmul(s, ops.square(v))], -2)
+            return result * moment_weights
+
+        def quadratic(v, i, m, hand_written):
+            if hand_written:
+                result = conv_matrix_caps._window_quadratic(
+                    v, ops.stop_gradient(ops.square(v)), i, m)
+            else:
+                result = ops.sum(ops.square(v) * i[..., None, :]
+                                 - 2.0 * v * m[..., None, :], axis=-1)
+            return result * quadratic_weights
+
+        for fn, args in ((moments, (votes, shares)),
+                         (quadratic, (votes, inverse, scaled))):
+            ours, our_gradients = function_gradients(
+                lambda *a, f=fn: f(*a, hand_written=True), *args)
+            theirs, their_gradients = function_gradients(
+                lambda *a, f=fn: f(*a, hand_written=False), *args)
+            self.assertAllClose(numpy(ours), numpy(theirs), atol=1e-5,
+                                rtol=1e-6)
+            for mine, expected in zip(our_gradients, their_gradients):
+                self.assertAllClose(mine, expected, atol=1e-5, rtol=1e-6)
 
     @pytest.mark.single_backend
     def test_parameters_of_the_paper_conv_caps(self):
