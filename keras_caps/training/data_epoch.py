@@ -24,6 +24,15 @@ def follows_epochs(data):
             and callable(getattr(data, "batch_at", None)))
 
 
+def check_follows_epochs(data):
+    """Raises `TypeError` unless `follows_epochs(data)`."""
+    if not follows_epochs(data):
+        raise TypeError(
+            "`data` must be a `keras.utils.PyDataset` with an `epoch` "
+            "attribute and a `batch_at(epoch, index)` method. "
+            f"Received: data={type(data).__name__}")
+
+
 class DataEpoch(keras.callbacks.Callback):
     """Sets `data.epoch` to the training epoch at each epoch's start.
 
@@ -47,11 +56,7 @@ class DataEpoch(keras.callbacks.Callback):
 
     def __init__(self, data):
         super().__init__()
-        if not follows_epochs(data):
-            raise TypeError(
-                "`data` must be a `keras.utils.PyDataset` with an `epoch` "
-                "attribute and a `batch_at(epoch, index)` method. "
-                f"Received: data={type(data).__name__}")
+        check_follows_epochs(data)
         self.data = data
 
     def on_epoch_begin(self, epoch, logs=None):

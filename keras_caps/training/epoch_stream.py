@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_caps.training.data_epoch import follows_epochs
+from keras_caps.training.data_epoch import check_follows_epochs
 
 
 class EpochStream(keras.utils.PyDataset):
@@ -34,11 +34,7 @@ class EpochStream(keras.utils.PyDataset):
     """
 
     def __init__(self, data, steps_per_epoch, start=0):
-        if not follows_epochs(data):
-            raise TypeError(
-                "`data` must be a `keras.utils.PyDataset` with an `epoch` "
-                "attribute and a `batch_at(epoch, index)` method. "
-                f"Received: data={type(data).__name__}")
+        check_follows_epochs(data)
         super().__init__(workers=data.workers,
                          use_multiprocessing=data.use_multiprocessing,
                          max_queue_size=data.max_queue_size)
