@@ -2,8 +2,8 @@
 runs with N=1 and N=4 (epochs of 6 steps, each ending on a call of 2)
 end with the same weights, optimizer steps and validation history, and
 a run killed at a backup with N=4 resumes with N=2 for exactly the steps
-left, to the same weights; `--input-workers` reaches the NumPy pipeline without changing the
-batches the run sees."""
+left, to the same weights; `--input-workers` reaches the NumPy pipeline
+without changing the batches the run sees."""
 
 import csv
 import io
