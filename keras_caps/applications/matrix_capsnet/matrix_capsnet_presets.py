@@ -28,9 +28,7 @@ The MNIST preset routes with 2 EM iterations instead of the paper's 3
 iterations against 97.5 % with 3 for this network). With 3, it does not
 learn: 15.5 % holdout accuracy after 150 steps of batch 32. Measured on
 MNIST (batch 32, accuracy on 256 fixed test digits after 20, 40 and 60
-steps, one seed; a diagnostic, not a protocol: the choice of 2 iterations
-was read off test digits and is still to be confirmed on a holdout of the
-training data):
+steps, one seed; a diagnostic, not a protocol, read off test digits):
 
 ```
 3 iterations (the smallNORB settings)                  13.3  16.8  13.7 %
@@ -42,6 +40,10 @@ training data):
 3 it., yl-1993's lambda 1e-3, batch norm, vote std 1,
   class data not rescaled, Adam 1e-2                    9.4  12.1  10.5 %
 ```
+
+Confirmed on a holdout of the training data (10 %), 3 epochs of 1,000
+steps at batch 32, seed 0: 94.6 % holdout accuracy with 2 iterations
+(95.2 % test) against 51.8 % with 3 (51.5 % test).
 
 (0.14 in the class layer with its `data_scale = "auto"` and 0.03 in the
 convolutional layers is the effective scale of Gritzman's implementation,
