@@ -1381,24 +1381,25 @@ def plot_accuracy_vs_severity(results, path, dpi=100):
     settings = results["settings"]
     kinds = [kind for kind in ("noise", "pixels", "occlusion")
              if settings["corruptions"][kind]]
-    figure = _figures.new_figure(4.0 * max(len(kinds), 1), 3.2)
+    figure = _figures.new_figure(4.0 * max(len(kinds), 1) + 1.8, 3.2)
     axes = figure.subplots(1, max(len(kinds), 1), squeeze=False)[0]
     for axis, kind in zip(axes, kinds or [None], strict=True):
-        for router, row in results["routers"].items():
+        for index, (router, row) in enumerate(results["routers"].items()):
             severities = [0] + list(settings["corruptions"].get(kind) or [])
             keys = ["clean"] + [f"{kind}:{s}" for s in severities[1:]]
             mean = np.array([row["accuracy"][k]["mean"] for k in keys])
             std = np.array([row["accuracy"][k]["std"] for k in keys])
-            (line,) = axis.plot(severities, 100 * mean, marker="o",
-                                label=router)
+            style = _figures.series_style(index)
+            axis.plot(severities, 100 * mean, marker="o", label=router,
+                      **style)
             axis.fill_between(severities, 100 * (mean - std),
-                              100 * (mean + std), color=line.get_color(),
-                              alpha=0.2)
+                              100 * (mean + std), color=style["color"],
+                              alpha=0.1)
         axis.set_xlabel(_SEVERITY_LABELS.get(kind, "severity"))
         axis.set_ylabel("test accuracy (%)")
         axis.set_title(kind or "clean")
         axis.grid(alpha=0.3)
-    axes[0].legend(fontsize="small")
+    _figures.legend_beside(figure, axes[0])
     write_atomically(path, lambda temporary: figure.savefig(temporary,
                                                             dpi=dpi))
     return path

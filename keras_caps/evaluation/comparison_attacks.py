@@ -366,21 +366,22 @@ def plot_accuracy_vs_epsilon(results, path, dpi=100):
     series = epsilon_series(results)
     if not series:
         return None
-    figure = _figures.new_figure(4.0 * len(series), 3.2)
+    figure = _figures.new_figure(4.0 * len(series) + 1.8, 3.2)
     axes = figure.subplots(1, len(series), squeeze=False)[0]
     for axis, (kind, models) in zip(axes, series.items(), strict=True):
-        for model, line in models.items():
+        for index, (model, line) in enumerate(models.items()):
             mean, std = np.array(line["mean"]), np.array(line["std"])
-            (drawn,) = axis.plot(line["epsilon"], 100 * mean, marker="o",
-                                 label=model)
+            style = _figures.series_style(index)
+            axis.plot(line["epsilon"], 100 * mean, marker="o", label=model,
+                      **style)
             axis.fill_between(line["epsilon"], 100 * (mean - std),
-                              100 * (mean + std), color=drawn.get_color(),
-                              alpha=0.2)
+                              100 * (mean + std), color=style["color"],
+                              alpha=0.1)
         axis.set_xlabel("ε (fraction of the pixel range, L∞)")
         axis.set_ylabel("test accuracy (%)")
         axis.set_title(_PANEL_TITLES[kind])
         axis.grid(alpha=0.3)
-    axes[0].legend(fontsize="small")
+    _figures.legend_beside(figure, axes[0])
     write_atomically(path, lambda temporary: figure.savefig(temporary,
                                                             dpi=dpi))
     return path

@@ -117,22 +117,22 @@ def plot_learning_curves(curves, path, dpi=100):
     """
     from keras_caps.visualization import _figures
 
-    figure = _figures.new_figure(6.0, 4.0)
+    figure = _figures.new_figure(7.5, 4.0)
     axis = figure.subplots()
     x_label = "training steps"
-    for model, curve in curves.items():
-        color = None
+    for index, (model, curve) in enumerate(curves.items()):
+        style = _figures.series_style(index)
+        color = style["color"]
         for seed_curve in curve["seeds"].values():
-            (line,) = axis.plot(seed_curve["steps"],
-                                100 * np.asarray(seed_curve["accuracy"]),
-                                color=color, alpha=0.3, linewidth=0.8)
-            color = line.get_color()
+            axis.plot(seed_curve["steps"],
+                      100 * np.asarray(seed_curve["accuracy"]),
+                      color=color, alpha=0.3, linewidth=0.8)
             if seed_curve["x"] == "epochs":
                 x_label = "training steps (epochs where unrecorded)"
         if curve["steps"]:
             mean = 100 * np.asarray(curve["mean"])
-            axis.plot(curve["steps"], mean, color=color, marker="o",
-                      markersize=3, label=model)
+            axis.plot(curve["steps"], mean, marker="o", markersize=3,
+                      label=model, **style)
             if curve["std"] is not None:
                 std = 100 * np.asarray(curve["std"])
                 axis.fill_between(curve["steps"], mean - std, mean + std,
@@ -141,8 +141,7 @@ def plot_learning_curves(curves, path, dpi=100):
     axis.set_ylabel("holdout accuracy (%)")
     axis.set_title("learning curves (faint: one seed; bold: mean)")
     axis.grid(alpha=0.3)
-    if curves:
-        axis.legend(fontsize="small")
+    _figures.legend_beside(figure, axis)
     write_atomically(path, lambda temporary: figure.savefig(temporary,
                                                             dpi=dpi))
     return path

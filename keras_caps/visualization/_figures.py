@@ -40,6 +40,38 @@ def new_figure(width, height, layout="constrained"):
     return figure
 
 
+# Ten colours (matplotlib's "tab10"), then the same colours dashed,
+# dotted and dash-dotted: 40 series told apart before a style repeats.
+_SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+_SERIES_LINESTYLES = ("-", "--", ":", "-.")
+
+
+def series_style(index):
+    """The colour and line style of the `index`-th line of a plot, so that
+    more lines than colours stay distinguishable.
+
+    Example:
+
+    >>> series_style(0)
+    {'color': '#1f77b4', 'linestyle': '-'}
+    >>> series_style(10)
+    {'color': '#1f77b4', 'linestyle': '--'}
+    """
+    colors, styles = _SERIES_COLORS, _SERIES_LINESTYLES
+    return {"color": colors[index % len(colors)],
+            "linestyle": styles[index // len(colors) % len(styles)]}
+
+
+def legend_beside(figure, axes):
+    """One legend for the whole figure, right of its panels (so it hides
+    no line), from `axes`' labelled lines."""
+    handles, labels = axes.get_legend_handles_labels()
+    if handles:
+        figure.legend(handles, labels, loc="outside right upper",
+                      fontsize="small")
+
+
 def display_image(image):
     """`(height, width, channels)` values in [0, 1] as imshow takes them.
 
