@@ -43,7 +43,6 @@ during one step (no peer: the ports are not built as whole models here).
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -194,23 +193,22 @@ def whole_model(args):
         1:])).astype("float32")
     labels = np.eye(model.output_shape[-1], dtype="float32")[
         rng.integers(model.output_shape[-1], size=args.batch)]
-    model.train_on_batch(images, labels)  # traces the step
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    model.train_on_batch(images, labels)
-    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
-    for _ in range(args.warmup):
-        model.train_on_batch(images, labels)
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        model.train_on_batch(images, labels)
-        times.append(1000.0 * (time.perf_counter() - start))
+
+    def step(batch):
+        # `(value, gradients)` as `side_by_side.sync` waits for them; the
+        # optimizer has applied the gradients when `train_on_batch` returns.
+        return tf.constant(model.train_on_batch(*batch)), []
+
+    batch = (images, labels)
+    step(batch)  # Traces the step.
+    peak = peak_memory_mib(step, batch)
+    median, minimum = time_steps({"model": step}, batch, args.warmup,
+                                 args.steps)["model"]
     print(f"MatrixCapsNet('smallnorb') training step (train_on_batch: "
           f"forward, spread loss, backward, Adam), batch {args.batch}, "
           f"{args.steps} steps (TensorFlow, {os.cpu_count()} CPUs):")
-    print(f"  median {np.median(times):.0f} ms (min {np.min(times):.0f} "
-          f"ms), peak memory {peak / 2.0**20:.0f} MiB")
+    print(f"  median {median:.0f} ms (min {minimum:.0f} ms), peak memory "
+          f"{peak:.0f} MiB")
 
 
 def main():
