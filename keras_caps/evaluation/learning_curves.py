@@ -122,11 +122,10 @@ def plot_learning_curves(curves, path, dpi=100):
     x_label = "training steps"
     for index, (model, curve) in enumerate(curves.items()):
         style = _figures.series_style(index)
-        color = style["color"]
         for seed_curve in curve["seeds"].values():
             axis.plot(seed_curve["steps"],
-                      100 * np.asarray(seed_curve["accuracy"]),
-                      color=color, alpha=0.3, linewidth=0.8)
+                      100 * np.asarray(seed_curve["accuracy"]), alpha=0.3,
+                      linewidth=0.8, **style)
             if seed_curve["x"] == "epochs":
                 x_label = "training steps (epochs where unrecorded)"
         if curve["steps"]:
@@ -136,7 +135,7 @@ def plot_learning_curves(curves, path, dpi=100):
             if curve["std"] is not None:
                 std = 100 * np.asarray(curve["std"])
                 axis.fill_between(curve["steps"], mean - std, mean + std,
-                                  color=color, alpha=0.15)
+                                  color=style["color"], alpha=0.15)
     axis.set_xlabel(x_label)
     axis.set_ylabel("holdout accuracy (%)")
     axis.set_title("learning curves (faint: one seed; bold: mean)")
