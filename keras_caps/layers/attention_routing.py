@@ -250,7 +250,11 @@ class AttentionRouting(Router):
     # --- Routing ---------------------------------------------------------
     # b: batch, i: children, j: parents, a: input dim, h: heads,
     # k: key dim, e: head slice of the pose (capsule_dim / num_heads),
-    # z: capsule_dim.
+    # z: capsule_dim. Inside, scores and couplings are laid out parent-
+    # major, `(b, j, h, i)`: the scores come out of one matrix product in
+    # that layout, the softmax over the parents reduces an inner axis of
+    # contiguous rows, and the couplings multiply the votes `(b, j, i, z)`
+    # as they are. The trace gives them in the contract's `(b, h, i, j)`.
 
     def _route(self, inputs, keep_passes, training=None):
         children, activations = self._split_inputs(inputs)
@@ -260,11 +264,9 @@ class AttentionRouting(Router):
         dtype = children.dtype
         children = ops.reshape(children, (-1, self._num_inputs,
                                            ops.shape(children)[-1]))
-        # Scores from the unscaled children, in float32. q . (W_k u) is
-        # (W_k^T q) . u: the queries are folded into the key kernel,
-        # `(a, h, j)`, and the keys are never built.
-        wide_children = capsule_ops.at_least_float32(children)
-        key_kernel = ops.cast(self.key_kernel, "float32")  # (a, h, k)
+        # Scores from the unscaled children, in float32: (b, a, i).
+        wide_columns = ops.transpose(
+            capsule_ops.at_least_float32(children), (0, 2, 1))
         position_keys = (None if self.position_term is None
                          else self._position_keys())  # (h, i, k)
         if activations is not None:
@@ -276,55 +278,70 @@ class AttentionRouting(Router):
         all_parents, all_couplings, all_scores = [], [], []
         parents = None
         for iteration in range(self.num_iterations):
-            scores = self._scores(wide_children, key_kernel, position_keys,
-                                  parents)  # (b, h, i, j), float32
-            couplings = self.normalize_couplings(
-                scores, 3 if self.normalization == "parents" else 2,
-                training)
+            scores = self._scores(wide_columns, position_keys,
+                                  parents)  # (b, j, h, i), float32
+            couplings = self._couplings(scores, training)
             parents = capsule_ops.squash(
                 self._weighted_sum(ops.cast(couplings, dtype), children,
                                    values),
                 variant=self.squash)
             if keep_passes or iteration == self.num_iterations - 1:
                 all_parents.append(parents)
-                all_couplings.append(couplings)
-                all_scores.append(scores)
+                # (b, j, h, i) -> the contract's (b, h, i, j)
+                all_couplings.append(ops.transpose(couplings, (0, 2, 3, 1)))
+                all_scores.append(ops.transpose(scores, (0, 2, 3, 1)))
         return {"parents": all_parents, "couplings": all_couplings,
                 "scores": all_scores, "children": children}
 
-    def _scores(self, wide_children, key_kernel, position_keys, parents):
-        """Scaled float32 scores `(b, h, i, j)` of one pass.
+    def _couplings(self, scores, training):
+        """The couplings `(b, j, h, i)` of the scores `(b, j, h, i)`.
+
+        The sparse and hard couplings run in the contract's layout `(b, h,
+        i, j)`: their sorts work along the last axis, and the Gumbel noise
+        is drawn in that layout, so a seed gives the same samples as in
+        the trace.
+        """
+        parents_axis = self.normalization == "parents"
+        if self.coupling == "softmax":
+            return self.normalize_couplings(scores, 1 if parents_axis else 3,
+                                            training)
+        couplings = self.normalize_couplings(
+            ops.transpose(scores, (0, 2, 3, 1)), 3 if parents_axis else 2,
+            training)
+        return ops.transpose(couplings, (0, 3, 1, 2))
+
+    def _scores(self, wide_columns, position_keys, parents):
+        """Scaled float32 scores `(b, j, h, i)` of one pass.
 
         The first pass's queries are the learned parent queries; later
-        passes' come from the previous `parents`.
+        passes' come from the previous `parents`. `q . (W_k u)` is
+        `(W_k^T q) . u`: the queries, scaled by `1 / sqrt(d_k)`, are folded
+        into the key kernel and the keys are never built.
         """
+        key_kernel = ops.cast(self.key_kernel, "float32")  # (a, h, k)
         if parents is None:
-            queries = ops.cast(self.parent_queries, "float32")
-            # (a, h j): one matrix for the whole batch.
-            folded = ops.reshape(
-                ops.einsum("ahk,hjk->ahj", key_kernel, queries),
-                (-1, self.num_heads * self.num_capsules))
-            position_equation = "hik,hjk->hij"
+            queries = ops.cast(self.parent_queries, "float32")  # (h, j, k)
+            folded_equation = "ahk,hjk->jha"
+            position_equation = "hik,hjk->jhi"
         else:
-            # (b, h, j, k) queries from the previous parents.
+            # (b, j, h, k) queries from the previous parents.
             queries = ops.einsum(
-                "bjz,zhk->bhjk", capsule_ops.at_least_float32(parents),
+                "bjz,zhk->bjhk", capsule_ops.at_least_float32(parents),
                 ops.cast(self.query_kernel, "float32"))
-            folded = ops.reshape(
-                ops.einsum("ahk,bhjk->bahj", key_kernel, queries),
-                (-1, ops.shape(key_kernel)[0],
-                 self.num_heads * self.num_capsules))
-            position_equation = "hik,bhjk->bhij"
-        # (b, i, a) @ (b, a, h j) or (a, h j) -> (b, i, h j)
-        scores = ops.matmul(wide_children, folded)
-        # (b, i, h, j) -> (b, h, i, j)
-        scores = ops.transpose(ops.reshape(scores, (
-            -1, self._num_inputs, self.num_heads, self.num_capsules)),
-            (0, 2, 1, 3))
+            folded_equation = "ahk,bjhk->bjha"
+            position_equation = "hik,bjhk->bjhi"
+        queries = queries * self._score_scale
+        folded = ops.einsum(folded_equation, key_kernel, queries)
+        # (j h, a) @ (b, a, i) or (b, j h, a) @ (b, a, i) -> (b, j h, i)
+        folded = ops.reshape(folded, (
+            *(() if parents is None else (-1,)),
+            self.num_capsules * self.num_heads, ops.shape(key_kernel)[0]))
+        scores = ops.reshape(ops.matmul(folded, wide_columns), (
+            -1, self.num_capsules, self.num_heads, self._num_inputs))
         if position_keys is not None:
             scores = scores + ops.einsum(position_equation, position_keys,
                                          queries)
-        return scores * self._score_scale
+        return scores
 
     def _position_keys(self):
         """The position term per child: `(h, i, k)`, float32."""
@@ -345,7 +362,7 @@ class AttentionRouting(Router):
         return ops.transpose(values, (0, 2, 1, 3))
 
     def _weighted_sum(self, couplings, children, values):
-        """`sum_i couplings[h, i, j] * values[i, j][h]`: `(b, j, z)`.
+        """`sum_i couplings[j, h, i] * values[i, j][h]`: `(b, j, z)`.
 
         For votes, `sum_i c_ij W_ij u_i = sum_(i, a) (c_ij u_ia) W_ij[a]`:
         the couplings scale the children and one batched matrix product
@@ -355,30 +372,24 @@ class AttentionRouting(Router):
         if self.value_form == "shared":
             # (b, h, j, i) @ (b, h, i, e) -> (b, h, j, e) -> (b, j, h, e)
             weighted = ops.transpose(ops.matmul(
-                ops.transpose(couplings, (0, 1, 3, 2)), values),
+                ops.transpose(couplings, (0, 2, 1, 3)), values),
                 (0, 2, 1, 3))
             return ops.reshape(weighted, (-1, self.num_capsules,
                                           self.capsule_dim))
         num_inputs, input_dim = self._num_inputs, ops.shape(children)[-1]
-        heads, head_dim = self.num_heads, self._head_dim
-        if heads > 1:
+        if self.num_heads > 1:
             return self._weighted_votes(couplings, children)
-        # (b, h, i, j) -> (j, h, b, i, 1) times (b, i, a) -> (j h, b, i a)
-        weights = ops.expand_dims(ops.transpose(couplings, (3, 1, 0, 2)), -1)
+        # (b, j, 1, i) -> (j, b, i, 1) times (b, i, a) -> (j, b, i a)
+        weights = ops.expand_dims(ops.transpose(
+            ops.squeeze(couplings, 2), (1, 0, 2)), -1)
         scaled = ops.reshape(weights * children,
-                             (self.num_capsules * heads, -1,
-                              num_inputs * input_dim))
-        # (i, a, j, h, e) -> (j, h, i a, e) -> (j h, i a, e)
+                             (self.num_capsules, -1, num_inputs * input_dim))
+        # (i, a, j, z) -> (j, i a, z)
         kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
-            num_inputs * input_dim, self.num_capsules, heads, head_dim))
-        kernel = ops.reshape(ops.transpose(kernel, (1, 2, 0, 3)), (
-            self.num_capsules * heads, num_inputs * input_dim, head_dim))
-        weighted = ops.matmul(scaled, kernel)  # (j h, b, e)
-        weighted = ops.reshape(weighted, (self.num_capsules, heads, -1,
-                                          head_dim))
-        # (j, h, b, e) -> (b, j, h, e) -> (b, j, z)
-        return ops.reshape(ops.transpose(weighted, (2, 0, 1, 3)), (
-            -1, self.num_capsules, self.capsule_dim))
+            num_inputs * input_dim, self.num_capsules, self.capsule_dim))
+        kernel = ops.transpose(kernel, (1, 0, 2))
+        weighted = ops.matmul(scaled, kernel)  # (j, b, z)
+        return ops.transpose(weighted, (1, 0, 2))
 
     def _weighted_votes(self, couplings, children):
         """`_weighted_sum` for several heads, through the votes.
@@ -397,8 +408,9 @@ class AttentionRouting(Router):
         vector products); folding each head's couplings into the children
         as the one-head path does builds `num_heads * input_dim` values
         per child and parent, twice the votes here, and is 1.6-1.9x
-        slower; a broadcast weighted sum over the children, or a
-        hand-written gradient that skips the votes' transpose, 1.1-1.4x.
+        slower; a broadcast weighted sum over the children, in either
+        layout, or a hand-written gradient that skips the votes'
+        transpose, 1.1-1.5x.
         """
         num_inputs, heads = self._num_inputs, self.num_heads
         kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
@@ -408,8 +420,8 @@ class AttentionRouting(Router):
             ops.matmul(ops.transpose(children, (1, 0, 2)), kernel),
             (num_inputs, -1, self.num_capsules, self.capsule_dim))
         votes = ops.transpose(votes, (1, 2, 0, 3))
-        # (b, h, i, j) -> (b, j, h, i); @ (b, j, i, z) -> (b, j, h, z)
-        weighted = ops.matmul(ops.transpose(couplings, (0, 3, 1, 2)), votes)
+        # (b, j, h, i) @ (b, j, i, z) -> (b, j, h, z)
+        weighted = ops.matmul(couplings, votes)
         weighted = ops.reshape(weighted, (
             -1, self.num_capsules, heads, heads, self._head_dim))
         # Head h's couplings on head h's slice: (b, j, h, e).

@@ -202,11 +202,21 @@ class Router(keras.layers.Layer):
 
         The logits are shifted by their (gradient-free) maximum first, so a
         tiny temperature gives one-hot couplings instead of `inf - inf`;
-        with temperature 1 this equals `softmax(logits)` exactly.
+        with temperature 1 this equals `softmax(logits)` (over an inner
+        axis up to rounding: it is written out there, see below).
         """
         logits = capsule_ops.at_least_float32(logits)
         shift = ops.stop_gradient(ops.max(logits, axis=axis, keepdims=True))
-        return ops.softmax(self.temper(logits - shift), axis=axis)
+        tempered = self.temper(logits - shift)  # <= 0
+        if axis in (-1, len(logits.shape) - 1):
+            return ops.softmax(tempered, axis=axis)
+        # Over an inner axis, written out: TensorFlow's softmax moves the
+        # axis last and back (two transposes, forward and backward). The
+        # sum is at least 1 (the maximum's exp(0)), so its reciprocal is
+        # finite, and a product's gradient is cheaper than a quotient's.
+        exponentials = ops.exp(tempered)
+        return exponentials * (1.0 / ops.sum(exponentials, axis=axis,
+                                             keepdims=True))
 
     @property
     def offers_couplings(self):
@@ -268,7 +278,9 @@ class Router(keras.layers.Layer):
                 f"`{type(self).__name__}` {self.name!r} routes before its "
                 "temperature exists: call the layer (or `build` it) first.")
         temperature = ops.maximum(self._temperature, self.MIN_TEMPERATURE)
-        return shifted_logits / ops.cast(temperature, shifted_logits.dtype)
+        # One scalar division; the product's gradient is cheaper.
+        return shifted_logits * ops.cast(1.0 / temperature,
+                                         shifted_logits.dtype)
 
     # --- Calling ---------------------------------------------------------
 
