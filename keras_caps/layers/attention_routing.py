@@ -243,7 +243,8 @@ class AttentionRouting(Router):
         """What each child proposes to each parent, `(b, i, j, z)`."""
         kernel = ops.cast(self.kernel, children.dtype)
         if self.value_form == "votes":
-            return ops.einsum("bia,iajz->bijz", children, kernel)
+            return ops.transpose(capsule_ops.capsule_votes(children, kernel),
+                                 (0, 2, 1, 3))
         return ops.repeat(ops.expand_dims(
             ops.matmul(children, kernel), 2), self.num_capsules, axis=2)
 
@@ -412,14 +413,8 @@ class AttentionRouting(Router):
         layout, or a hand-written gradient that skips the votes'
         transpose, 1.1-1.5x.
         """
-        num_inputs, heads = self._num_inputs, self.num_heads
-        kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
-            num_inputs, -1, self.num_capsules * self.capsule_dim))
-        # (i, b, a) @ (i, a, j z) -> (i, b, j, z) -> (b, j, i, z)
-        votes = ops.reshape(
-            ops.matmul(ops.transpose(children, (1, 0, 2)), kernel),
-            (num_inputs, -1, self.num_capsules, self.capsule_dim))
-        votes = ops.transpose(votes, (1, 2, 0, 3))
+        heads = self.num_heads
+        votes = capsule_ops.capsule_votes(children, self.kernel)
         # (b, j, h, i) @ (b, j, i, z) -> (b, j, h, z)
         weighted = ops.matmul(couplings, votes)
         weighted = ops.reshape(weighted, (

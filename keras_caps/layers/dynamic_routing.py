@@ -192,7 +192,7 @@ class DynamicRouting(Router):
         # The votes are computed once, in the (b, j, i, z) layout where both
         # routing contractions are batched matrix products over (b, j) that
         # read the votes in place: no transposed copy per iteration.
-        live_votes = ops.einsum("bid,idjz->bjiz", inputs, self.kernel)
+        live_votes = capsule_ops.capsule_votes(inputs, self.kernel)
         # The agreement reads float32 votes (a float32 copy only under
         # mixed precision): logits and softmax stay float32.
         live_wide_votes = capsule_ops.at_least_float32(live_votes)

@@ -1,4 +1,4 @@
-"""Capsule operations: norms, squash functions and masks.
+"""Capsule operations: norms, squash functions, votes and masks.
 
 Everything here uses `keras.ops` only, so it runs on every Keras backend.
 Norms are computed in float32 even for float16/bfloat16 inputs and cast
@@ -36,6 +36,53 @@ def at_least_float32(x):
     if keras.backend.standardize_dtype(x.dtype) in _HALF_PRECISION:
         return ops.cast(x, "float32")
     return x
+
+
+@keras_caps_export("keras_caps.ops.capsule_votes")
+def capsule_votes(children, kernel):
+    """The votes `W_ij u_i` of every child for every parent, parent-major.
+
+    `votes[b, j, i] = u[b, i] @ W[i, :, j]` (Sabour et al., 2017, Eq. 2):
+    one `(input_dim, dim)` matrix per child and parent. Laid out `(batch,
+    parents, children, dim)`, where a routing contraction over the
+    children is a batched matrix product over `(batch, parents)`.
+
+    One batched matrix product over the children, `(i, b, d) @ (i, d,
+    j z)`, and a transpose: on TensorFlow's CPU kernels its backward pass
+    is several times faster than that of the same `einsum`.
+
+    Args:
+        children: `(batch, children, input_dim)`.
+        kernel: `(children, input_dim, parents, dim)`.
+
+    Returns:
+        `(batch, parents, children, dim)`, in the children's dtype.
+
+    Example:
+
+    >>> children = np.ones((2, 3, 4), "float32")
+    >>> kernel = np.ones((3, 4, 5, 6), "float32")
+    >>> votes = keras_caps.ops.capsule_votes(children, kernel)
+    >>> tuple(votes.shape), float(votes[0, 0, 0, 0])
+    ((2, 5, 3, 6), 4.0)
+    """
+    children = ops.convert_to_tensor(children)
+    kernel = ops.cast(kernel, children.dtype)
+    num_children, input_dim, num_parents, dim = tuple(kernel.shape)
+    if len(children.shape) != 3 or any(
+            size not in (None, expected) for size, expected in zip(
+                children.shape[1:], (num_children, input_dim))):
+        raise ValueError(
+            "`capsule_votes` expects children (batch, "
+            f"{num_children}, {input_dim}) for a kernel of shape "
+            f"{tuple(kernel.shape)}. Received: children.shape="
+            f"{tuple(children.shape)}")
+    flat_kernel = ops.reshape(kernel, (num_children, input_dim,
+                                       num_parents * dim))
+    # (i, b, d) @ (i, d, j z) -> (i, b, j, z) -> (b, j, i, z)
+    votes = ops.matmul(ops.transpose(children, (1, 0, 2)), flat_kernel)
+    votes = ops.reshape(votes, (num_children, -1, num_parents, dim))
+    return ops.transpose(votes, (1, 2, 0, 3))
 
 
 def _check_epsilon(epsilon):

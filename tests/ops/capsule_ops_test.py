@@ -118,6 +118,44 @@ class NormTest(TestCase):
         self.assertAllClose(gradient, np.zeros((2, 3, 4)))
 
 
+class CapsuleVotesTest(TestCase):
+    def test_votes_and_gradients_match_numpy(self):
+        # votes[b, j, i] = u[b, i] @ W[i, :, j] (Sabour et al., 2017, Eq. 2),
+        # written as loops; the gradients of their sum in closed form.
+        rng = np.random.default_rng(5)
+        children = rng.normal(size=(2, 3, 4)).astype("float32")
+        kernel = rng.normal(size=(3, 4, 5, 6)).astype("float32")
+        expected = np.zeros((2, 5, 3, 6))
+        for b in range(2):
+            for i in range(3):
+                for j in range(5):
+                    expected[b, j, i] = children[b, i] @ kernel[i, :, j]
+        votes, (d_children, d_kernel) = function_gradients(
+            capsule_ops.capsule_votes, children, kernel)
+        self.assertAllClose(votes, expected, rtol=1e-5, atol=1e-5)
+        # d sum / d u[b, i, d] = sum_(j, z) W[i, d, j, z]
+        self.assertAllClose(
+            d_children, np.broadcast_to(kernel.sum(axis=(2, 3)), (2, 3, 4)),
+            rtol=1e-5, atol=1e-5)
+        # d sum / d W[i, d, j, z] = sum_b u[b, i, d]
+        self.assertAllClose(
+            d_kernel, np.broadcast_to(children.sum(axis=0)[:, :, None, None],
+                                      (3, 4, 5, 6)), rtol=1e-5, atol=1e-5)
+
+    @parameterized.product(dtype=("float16", "bfloat16"))
+    def test_votes_take_the_children_dtype(self, dtype):
+        votes = capsule_ops.capsule_votes(ops.ones((2, 3, 4), dtype=dtype),
+                                          np.ones((3, 4, 5, 6), "float32"))
+        self.assertEqual(keras.backend.standardize_dtype(votes.dtype), dtype)
+        self.assertAllClose(to_float32(votes), np.full((2, 5, 3, 6), 4.0))
+
+    def test_children_that_do_not_fit_the_kernel(self):
+        with self.assertRaisesRegex(ValueError, r"children \(batch, 3, 4\)"
+                                    r".*children.shape=\(2, 3, 5\)"):
+            capsule_ops.capsule_votes(np.ones((2, 3, 5), "float32"),
+                                      np.ones((3, 4, 5, 6), "float32"))
+
+
 class MaskOpsTest(TestCase):
     def test_mask_by_label(self):
         capsules = np.arange(12, dtype="float32").reshape(1, 3, 4)
