@@ -68,6 +68,11 @@ def capsule_votes(children, kernel):
     """
     children = ops.convert_to_tensor(children)
     kernel = ops.cast(kernel, children.dtype)
+    if len(kernel.shape) != 4:
+        raise ValueError(
+            "`capsule_votes` expects a kernel (children, input_dim, "
+            "parents, dim). Received: kernel.shape="
+            f"{tuple(kernel.shape)}")
     num_children, input_dim, num_parents, dim = tuple(kernel.shape)
     if len(children.shape) != 3 or any(
             size not in (None, expected) for size, expected in zip(

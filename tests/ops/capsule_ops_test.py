@@ -154,6 +154,10 @@ class CapsuleVotesTest(TestCase):
                                     r".*children.shape=\(2, 3, 5\)"):
             capsule_ops.capsule_votes(np.ones((2, 3, 5), "float32"),
                                       np.ones((3, 4, 5, 6), "float32"))
+        with self.assertRaisesRegex(ValueError,
+                                    r"kernel.shape=\(3, 4, 30\)"):
+            capsule_ops.capsule_votes(np.ones((2, 3, 4), "float32"),
+                                      np.ones((3, 4, 30), "float32"))
 
 
 class MaskOpsTest(TestCase):
