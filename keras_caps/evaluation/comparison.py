@@ -1381,7 +1381,8 @@ def plot_accuracy_vs_severity(results, path, dpi=100):
     settings = results["settings"]
     kinds = [kind for kind in ("noise", "pixels", "occlusion")
              if settings["corruptions"][kind]]
-    figure = _figures.new_figure(4.0 * max(len(kinds), 1) + 1.8, 3.2)
+    figure = _figures.new_figure(
+        4.0 * max(len(kinds), 1) + _figures.LEGEND_WIDTH, 3.2)
     axes = figure.subplots(1, max(len(kinds), 1), squeeze=False)[0]
     for axis, kind in zip(axes, kinds or [None], strict=True):
         for index, (router, row) in enumerate(results["routers"].items()):

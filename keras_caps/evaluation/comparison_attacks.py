@@ -366,7 +366,8 @@ def plot_accuracy_vs_epsilon(results, path, dpi=100):
     series = epsilon_series(results)
     if not series:
         return None
-    figure = _figures.new_figure(4.0 * len(series) + 1.8, 3.2)
+    figure = _figures.new_figure(
+        4.0 * len(series) + _figures.LEGEND_WIDTH, 3.2)
     axes = figure.subplots(1, len(series), squeeze=False)[0]
     for axis, (kind, models) in zip(axes, series.items(), strict=True):
         for index, (model, line) in enumerate(models.items()):

@@ -117,7 +117,7 @@ def plot_learning_curves(curves, path, dpi=100):
     """
     from keras_caps.visualization import _figures
 
-    figure = _figures.new_figure(7.5, 4.0)
+    figure = _figures.new_figure(6.0 + _figures.LEGEND_WIDTH, 4.0)
     axis = figure.subplots()
     x_label = "training steps"
     for index, (model, curve) in enumerate(curves.items()):

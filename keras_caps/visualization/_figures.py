@@ -63,9 +63,15 @@ def series_style(index):
             "linestyle": styles[index // len(colors) % len(styles)]}
 
 
+#: Inches a figure widens by for the legend `legend_beside` puts right of
+#: its panels.
+LEGEND_WIDTH = 1.8
+
+
 def legend_beside(figure, axes):
     """One legend for the whole figure, right of its panels (so it hides
-    no line), from `axes`' labelled lines."""
+    no line), from `axes`' labelled lines; make the figure `LEGEND_WIDTH`
+    wider for it."""
     handles, labels = axes.get_legend_handles_labels()
     if handles:
         figure.legend(handles, labels, loc="outside right upper",
