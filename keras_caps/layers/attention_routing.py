@@ -268,6 +268,7 @@ class AttentionRouting(Router):
         # Scores from the unscaled children, in float32: (b, a, i).
         wide_columns = ops.transpose(
             capsule_ops.at_least_float32(children), (0, 2, 1))
+        key_kernel = ops.cast(self.key_kernel, "float32")  # (a, h, k)
         position_keys = (None if self.position_term is None
                          else self._position_keys())  # (h, i, k)
         if activations is not None:
@@ -279,7 +280,7 @@ class AttentionRouting(Router):
         all_parents, all_couplings, all_scores = [], [], []
         parents = None
         for iteration in range(self.num_iterations):
-            scores = self._scores(wide_columns, position_keys,
+            scores = self._scores(wide_columns, key_kernel, position_keys,
                                   parents)  # (b, j, h, i), float32
             couplings = self._couplings(scores, training)
             parents = capsule_ops.squash(
@@ -311,15 +312,14 @@ class AttentionRouting(Router):
             training)
         return ops.transpose(couplings, (0, 3, 1, 2))
 
-    def _scores(self, wide_columns, position_keys, parents):
+    def _scores(self, wide_columns, key_kernel, position_keys, parents):
         """Scaled float32 scores `(b, j, h, i)` of one pass.
 
         The first pass's queries are the learned parent queries; later
         passes' come from the previous `parents`. `q . (W_k u)` is
         `(W_k^T q) . u`: the queries, scaled by `1 / sqrt(d_k)`, are folded
-        into the key kernel and the keys are never built.
+        into the key kernel `(a, h, k)` and the keys are never built.
         """
-        key_kernel = ops.cast(self.key_kernel, "float32")  # (a, h, k)
         if parents is None:
             queries = ops.cast(self.parent_queries, "float32")  # (h, j, k)
             folded_equation = "ahk,hjk->jha"
