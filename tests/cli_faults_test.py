@@ -72,7 +72,7 @@ def test_evaluate_prints_the_metrics_when_the_write_fails(
         run_folder, tmp_path, monkeypatch, capsys):
     """A write that fails after the evaluation loses no metrics and leaves
     no temporary file."""
-    from keras_caps.training import atomic_files
+    from keras_caps.runs import atomic_files
 
     def failing_replace(source, target):
         raise PermissionError(13, "Permission denied", target)

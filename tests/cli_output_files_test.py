@@ -114,7 +114,7 @@ def test_a_file_the_same_command_wrote_is_replaced(run, tmp_path, capsys):
 
 def test_a_failed_figure_write_names_the_file_and_leaves_nothing(
         run, tmp_path, monkeypatch, capsys):
-    from keras_caps.training import atomic_files
+    from keras_caps.runs import atomic_files
 
     def failing_replace(source, target):
         raise OSError(28, "No space left on device")

@@ -11,9 +11,9 @@ from PIL import Image
 from keras_caps import cli
 from keras_caps.applications import EfficientCapsNet
 from keras_caps.inference import inference_model
+from keras_caps.runs.output_files import read_mark
 from keras_caps.testing.image_folders import write_image_folder
 from keras_caps.testing.image_folders import write_truncated_image
-from keras_caps.training.output_files import read_mark
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,7 @@ def main(argv=None):
     except (OSError, RuntimeError) as error:
         # The environment, not the arguments: a folder in use (run.lock),
         # workers that never started, a full or read-only disk.
-        from keras_caps.training.run_lock import FolderInUseError
+        from keras_caps.runs.run_lock import FolderInUseError
 
         if isinstance(error, RuntimeError) and not isinstance(
                 error, FolderInUseError):

@@ -18,8 +18,8 @@ from keras_caps.cli.shared_arguments import dataset_options
 from keras_caps.cli.shared_arguments import requested_corruptions
 from keras_caps.cli.shared_arguments import user_data_options
 from keras_caps.datasets.user_dataset import is_user_dataset
-from keras_caps.training.output_files import WRITTEN_BY
-from keras_caps.training.output_files import check_output_path
+from keras_caps.runs.output_files import WRITTEN_BY
+from keras_caps.runs.output_files import check_output_path
 
 EVALUATE_MARK = "keras-caps evaluate"
 """The `written_by` mark of the `--output` file: only such a file is
@@ -222,7 +222,7 @@ def _evaluate_clean(args, options):
 
 
 def _write_output(path, record):
-    from keras_caps.training.atomic_files import write_json_atomically
+    from keras_caps.runs.atomic_files import write_json_atomically
 
     try:
         # Checked again: the file may have appeared during the evaluation.

@@ -85,7 +85,7 @@ def _refuse_run_artifact(export_dir):
     by an export of another model, `--overwrite` or not.
     """
     # The owner detection of `--output` files; private there, shared here.
-    from keras_caps.training.output_files import _artifact_owner
+    from keras_caps.runs.output_files import _artifact_owner
 
     owner = _artifact_owner(export_dir)
     if owner is None:

@@ -57,7 +57,7 @@ def _add_figure_arguments(plot):
 
 def run_plot(args):
     """Draws the figure. Returns 0, or 2 without matplotlib."""
-    from keras_caps.training.output_files import check_output_path
+    from keras_caps.runs.output_files import check_output_path
     from keras_caps.visualization import plot_to_file
     from keras_caps.visualization.plot_files import PLOT_MARK
 

@@ -71,7 +71,7 @@ def run_predict(args):
     """Prints the top classes of each image. Returns 0."""
     from keras_caps.inference import find_image_paths
     from keras_caps.inference import predict_images
-    from keras_caps.training.output_files import check_output_path
+    from keras_caps.runs.output_files import check_output_path
 
     if args.reconstruction is not None:
         check_output_path(args.reconstruction, PREDICT_MARK,
@@ -148,9 +148,9 @@ def _write_reconstructions(path, records):
     from PIL import Image
     from PIL import PngImagePlugin
 
-    from keras_caps.training.atomic_files import write_atomically
-    from keras_caps.training.output_files import WRITTEN_BY
-    from keras_caps.training.output_files import check_output_path
+    from keras_caps.runs.atomic_files import write_atomically
+    from keras_caps.runs.output_files import WRITTEN_BY
+    from keras_caps.runs.output_files import check_output_path
 
     height, width, channels = records[0]["image"].shape
     canvas = np.zeros((len(records) * (height + _GAP) - _GAP,

@@ -227,7 +227,7 @@ def _describe_interrupted(args):
 
 
 def _is_complete(record_path):
-    from keras_caps.training.record_files import read_json_record
+    from keras_caps.runs.record_files import read_json_record
 
     try:
         progress = read_json_record(record_path).get("progress", {})

@@ -40,8 +40,8 @@ import numpy as np
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
 from keras_caps.evaluation import predictions as predictions_lib
-from keras_caps.training.atomic_files import write_json_atomically
-from keras_caps.training.record_files import read_record_made_with
+from keras_caps.runs.atomic_files import write_json_atomically
+from keras_caps.runs.record_files import read_record_made_with
 
 TRANSFER_SOURCE = "cnn"
 TRANSFER_FILE = "transfer.json"
@@ -360,7 +360,7 @@ def plot_accuracy_vs_epsilon(results, path, dpi=100):
     plot_accuracy_vs_epsilon(results, "runs/compare/accuracy_vs_epsilon.png")
     ```
     """
-    from keras_caps.training.atomic_files import write_atomically
+    from keras_caps.runs.atomic_files import write_atomically
     from keras_caps.visualization import _figures
 
     series = epsilon_series(results)

@@ -384,7 +384,7 @@ class _InterruptRecorder:
 def _failure_status(report_fd, error):
     """The exit status of a task that raised `error` (not an interrupt),
     reported to the parent; re-raises a bug, whose traceback is printed."""
-    from keras_caps.training.run_lock import FolderInUseError
+    from keras_caps.runs.run_lock import FolderInUseError
 
     if isinstance(error, (ValueError, FileNotFoundError)):
         _report(report_fd, "bad_input", _one_line(error))

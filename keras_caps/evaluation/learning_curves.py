@@ -12,10 +12,10 @@ import os
 
 import numpy as np
 
-from keras_caps.training.atomic_files import write_atomically
+from keras_caps.runs.atomic_files import write_atomically
+from keras_caps.runs.record_files import UnreadableRecordError
+from keras_caps.runs.record_files import read_json_record
 from keras_caps.training.best_checkpoint import resolve_monitor
-from keras_caps.training.record_files import UnreadableRecordError
-from keras_caps.training.record_files import read_json_record
 from keras_caps.visualization.training_curves import read_training_log
 
 

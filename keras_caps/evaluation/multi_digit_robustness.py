@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from keras_caps.evaluation import test_sets
+
 MULTI_DIGIT_DATASETS = ("multi_mnist",)
 NUM_DIGITS = 2
 # The comparison's exact-match columns: "exact_match:clean",
@@ -182,12 +184,9 @@ def load_multi_digit_test_arrays(dataset, *, data_dir=None, seed=42,
         `(images, multi_hot)`: float32 `(n, 36, 36, 1)` raw pixels and
         float32 `(n, 10)` with a one for each digit.
     """
-    # Imported here: keras_caps.evaluation.robustness imports this module.
-    from keras_caps.evaluation.robustness import load_test_arrays
-
-    return load_test_arrays(dataset, data_dir=data_dir, seed=seed,
-                            dataset_options=dataset_options,
-                            download=download, class_ids=False)
+    return test_sets.load_test_arrays(dataset, data_dir=data_dir, seed=seed,
+                                      dataset_options=dataset_options,
+                                      download=download, class_ids=False)
 
 
 def evaluate_multi_digit_robustness(model, dataset, corruptions, *,
@@ -242,10 +241,9 @@ def evaluate_multi_digit_robustness(model, dataset, corruptions, *,
     ```
     """
     from keras_caps.diagnostics.costs import cost_record
-    from keras_caps.evaluation import robustness
 
     check_multi_digit_evaluation(dataset, dataset_options)
-    predictor = robustness.classifier(model)
+    predictor = test_sets.classifier(model)
     images, multi_hot = load_multi_digit_test_arrays(
         dataset, data_dir=data_dir, seed=seed,
         dataset_options=dataset_options, download=download)
@@ -263,7 +261,7 @@ def evaluate_multi_digit_robustness(model, dataset, corruptions, *,
             np.prod(weight.shape) for weight in predictor.trainable_weights)),
         "clean": {"accuracy": clean["accuracy"],
                   "exact_match": clean["exact_match"],
-                  "macro_accuracy": robustness.macro_accuracy(
+                  "macro_accuracy": test_sets.macro_accuracy(
                       sets.predictions[_LABELS],
                       sets.predictions["clean"]),
                   "images_per_second": float(len(images)
@@ -272,9 +270,9 @@ def evaluate_multi_digit_robustness(model, dataset, corruptions, *,
         "noise": {}, "pixels": {}, "occlusion": {}, "affine": None,
         **cost_record(model),
     }
-    for kind, severity, corrupted, truth in robustness.corrupted_test_sets(
+    for kind, severity, corrupted, truth in test_sets.corrupted_test_sets(
             dataset, images, multi_hot, corruptions, seed):
-        key = robustness.column_key(kind, severity)
+        key = test_sets.column_key(kind, severity)
         sets.add(key, corrupted, truth)
         if adapt_batchnorm:
             sets.adapt(key, corrupted, truth)

@@ -55,7 +55,7 @@ import zipfile
 
 import numpy as np
 
-from keras_caps.training.atomic_files import write_atomically
+from keras_caps.runs.atomic_files import write_atomically
 
 PREDICTIONS_FILE = "predictions.npz"
 CONFUSION_FILE = "confusion.npz"

@@ -25,7 +25,6 @@ import keras
 import numpy as np
 
 from keras_caps import datasets
-from keras_caps import model_roles as roles
 from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.diagnostics.costs import cost_record
 from keras_caps.evaluation import attack_evaluation
@@ -33,24 +32,22 @@ from keras_caps.evaluation import batchnorm_adaptation
 from keras_caps.evaluation import corruptions as corruptions_lib
 from keras_caps.evaluation import multi_digit_robustness as multi_digit
 from keras_caps.evaluation import predictions as predictions_lib
-from keras_caps.inference import inference_model
-from keras_caps.training.data_batches import numpy_batches
+from keras_caps.evaluation.test_sets import classifier
+from keras_caps.evaluation.test_sets import column_key
+from keras_caps.evaluation.test_sets import corrupted_test_sets
+from keras_caps.evaluation.test_sets import load_test_arrays
+from keras_caps.evaluation.test_sets import macro_accuracy
 from keras_caps.validation import check_bool
 
 CORRUPTIONS = ("noise", "pixels", "occlusion", "affine")
 # Datasets whose test split is single-label image classification.
 _SINGLE_LABEL = ("mnist", "fashion_mnist", "mnist_canvas", "smallnorb",
                  "cifar10", "cifar100")
-# Seed offsets, so each corruption draws its own random numbers.
-_SEED_OFFSETS = {"noise": 1, "pixels": 2, "occlusion": 3, "affine": 4,
-                 "translated": 5}
 # Options of the canvas tests, in a corruptions dict only when given (so
 # the records of earlier versions, without them, stay equal to new ones):
 # `"affnist_dir"`, the affNIST files the affine column reads instead of
 # the generated set; `"translated"`, the translated-only test.
 CANVAS_OPTIONS = ("affnist_dir", "translated")
-# The digit's frame moves within the canvas margin: (40 - 28) / 2.
-_CANVAS_MAX_SHIFT = 6
 
 
 def check_corruptions(dataset, corruptions):
@@ -165,66 +162,6 @@ def _canvas_options(dataset, corruptions, affine):
                 "translated=True")
         options["translated"] = True
     return options
-
-
-def load_test_arrays(dataset, *, data_dir=None, seed=42, dataset_options=None,
-                     download=True, class_ids=True):
-    """The test split of `dataset` as NumPy arrays.
-
-    Returns:
-        `(images, labels)`: float32 `(n, height, width, channels)` in raw
-        pixels, as the loaders yield them, and int64 class ids `(n,)`
-        (with `class_ids=False`: the loader's float32 `(n, classes)`
-        labels, e.g. the two ones of a MultiMNIST pair).
-    """
-    test = datasets.load(dataset, "test", batch_size=1000,
-                         data_dir=data_dir, seed=seed, reconstruction=False,
-                         download=download, **(dataset_options or {}))
-    images, labels = [], []
-    for batch_images, batch_labels in numpy_batches(test):
-        images.append(batch_images)
-        labels.append(batch_labels.argmax(axis=-1) if class_ids
-                      else batch_labels)
-    return np.concatenate(images), np.concatenate(labels)
-
-
-def classifier(model):
-    """The image-to-scores part of a model (drops labels and decoder)."""
-    if any(layer.name in (roles.LABEL, roles.MASK) for layer in model.layers):
-        return inference_model(model)
-    return model
-
-
-def corrupted_test_sets(dataset, images, labels, corruptions, seed, *,
-                        data_dir=None, download=True):
-    """Yields `(kind, severity, images, labels)` for each corruption.
-
-    `kind` is a key of `CORRUPTIONS` or `"translated"`; `severity` is
-    `None` for the affine set (read from affNIST's files with
-    `"affnist_dir"`, else generated from the MNIST test digits) and the
-    translated one (the clean `images`, moved).
-    """
-    for kind, function in (("noise", corruptions_lib.gaussian_noise),
-                           ("pixels", corruptions_lib.pixel_corruption),
-                           ("occlusion", corruptions_lib.occlusion)):
-        for index, severity in enumerate(corruptions[kind]):
-            yield kind, severity, function(
-                images, severity,
-                seed + 1000 * _SEED_OFFSETS[kind] + index), labels
-    if corruptions.get("translated"):
-        yield "translated", None, corruptions_lib.translated_test_set(
-            images, _CANVAS_MAX_SHIFT,
-            seed + 1000 * _SEED_OFFSETS["translated"]), labels
-    if corruptions.get("affnist_dir"):
-        from keras_caps.datasets import affnist
-
-        yield ("affine", None,
-               *affnist.load_test_set(corruptions["affnist_dir"]))
-    elif corruptions["affine"]:
-        digits, digit_labels = load_test_arrays("mnist", data_dir=data_dir,
-                                                download=download)
-        yield "affine", None, corruptions_lib.affine_test_set(
-            digits, seed + 1000 * _SEED_OFFSETS["affine"]), digit_labels
 
 
 def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
@@ -368,12 +305,6 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     return record
 
 
-def column_key(kind, severity):
-    """The key of a corruption's results: `"noise:0.1"`, ..., `"affine"`
-    (as the comparison's columns, `comparison.columns`)."""
-    return kind if severity is None else f"{kind}:{severity}"
-
-
 def affine_set_name(corruptions):
     """Which affine test set `corruptions` evaluates: `"affNIST
     (Tieleman)"` (its files) or `"generated affine set"`."""
@@ -490,13 +421,6 @@ class _PredictionSets:
                 "batchnorm_layers": self.adapted_layers,
             }
         return result
-
-
-def macro_accuracy(labels, predicted):
-    """The mean over the classes present in `labels` of their accuracy."""
-    labels, predicted = np.asarray(labels), np.asarray(predicted)
-    return float(np.mean([np.mean(predicted[labels == label] == label)
-                          for label in np.unique(labels)]))
 
 
 def clean_scores(predictor, images, labels, batch_size):

@@ -101,7 +101,7 @@ def write_class_names(path, class_names):
     names = check_class_names(class_names)
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    # Atomic, as `keras_caps.training.atomic_files` writes (which this
+    # Atomic, as `keras_caps.runs.atomic_files` writes (which this
     # backend-agnostic package cannot import: it imports TensorFlow).
     temporary = os.path.join(folder,
                              f".tmp-{os.getpid()}-{os.path.basename(path)}")

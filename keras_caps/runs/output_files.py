@@ -16,8 +16,8 @@ import json
 import os
 import struct
 
-from keras_caps.training.run_folder import RUN_FILES
-from keras_caps.training.run_folder import RUN_RECORD
+from keras_caps.runs.run_folder import RUN_FILES
+from keras_caps.runs.run_folder import RUN_RECORD
 
 WRITTEN_BY = "written_by"
 """The key of a command's mark in the JSON objects and PNG files it writes."""

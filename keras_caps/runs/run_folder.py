@@ -15,8 +15,7 @@ import logging
 import os
 import shutil
 
-from keras_caps.training.atomic_files import write_json_atomically
-from keras_caps.training.training_settings import TrainingSettings
+from keras_caps.runs.atomic_files import write_json_atomically
 
 RUN_RECORD = "run.json"
 # Everything a run writes in its folder, besides its lock (`run.lock`),
@@ -47,7 +46,8 @@ class RunFolder:
 
     Args:
         path: str. The output folder.
-        settings: `TrainingSettings` (recorded as its `to_record()`, the
+        settings: a settings record with a `to_record()` method (such as
+            `keras_caps.training.TrainingSettings`, whose record is the
             schema of `run.json`'s `settings`), or any JSON-serialisable
             dict. A folder made with other settings is refused.
 
@@ -63,7 +63,7 @@ class RunFolder:
 
     def __init__(self, path, settings):
         self.path = path
-        if isinstance(settings, TrainingSettings):
+        if hasattr(settings, "to_record"):
             settings = settings.to_record()
         self.settings = json.loads(json.dumps(settings))
         self.record_path = os.path.join(path, RUN_RECORD)

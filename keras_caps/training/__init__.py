@@ -6,7 +6,6 @@ from keras_caps.training.fit import evaluate
 from keras_caps.training.fit import train
 from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.model_recipe import ModelRecipe
-from keras_caps.training.run_lock import FolderInUseError
 from keras_caps.training.strategy import STRATEGIES
 from keras_caps.training.strategy import get_strategy
 from keras_caps.training.training_settings import PRECISIONS

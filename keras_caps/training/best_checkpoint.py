@@ -4,10 +4,10 @@ import os
 
 import keras
 
-from keras_caps.training.atomic_files import save_model_atomically
-from keras_caps.training.atomic_files import write_json_atomically
-from keras_caps.training.record_files import UnreadableRecordError
-from keras_caps.training.record_files import read_json_record
+from keras_caps.runs.atomic_files import save_model_atomically
+from keras_caps.runs.atomic_files import write_json_atomically
+from keras_caps.runs.record_files import UnreadableRecordError
+from keras_caps.runs.record_files import read_json_record
 
 # Single-object accuracy, then MultiMNIST's official per-digit accuracy
 # (of a decoder model's "length" output, or of a model without decoder,

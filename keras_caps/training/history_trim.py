@@ -6,7 +6,7 @@ import os
 
 import keras
 
-from keras_caps.training.atomic_files import write_atomically
+from keras_caps.runs.atomic_files import write_atomically
 
 
 class HistoryTrim(keras.callbacks.Callback):

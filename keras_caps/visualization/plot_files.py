@@ -7,6 +7,13 @@ import numpy as np
 from keras_caps.api_export import keras_caps_export
 from keras_caps.inference import check_pixel_range
 from keras_caps.visualization import _figures
+from keras_caps.visualization.capsule_perturbation_grid import (
+    plot_capsule_perturbations,
+)
+from keras_caps.visualization.credit_overlays import plot_credit_overlays
+from keras_caps.visualization.reconstruction_grid import plot_reconstructions
+from keras_caps.visualization.routing_maps import plot_routing_maps
+from keras_caps.visualization.training_curves import plot_training_curves
 
 PLOT_KINDS = ("reconstructions", "perturbation", "routing", "credit",
               "curves")
@@ -63,13 +70,11 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
         raise ValueError(
             f"Unknown plot `kind`. Expected one of {list(PLOT_KINDS)}. "
             f"Received: kind={kind!r}")
-    from keras_caps.training.output_files import check_output_path
+    from keras_caps.runs.output_files import check_output_path
 
     # Before the (slow) drawing: `output` is new or an earlier plot's.
     check_output_path(output, PLOT_MARK, "output")
     _figures.require_matplotlib()
-    from keras_caps import visualization
-
     if kind == "curves":
         if log_path is None:
             if model_path is None:
@@ -79,7 +84,7 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
                     "history.csv). Received: neither")
             log_path = os.path.join(os.path.dirname(model_path) or ".",
                                     "history.csv")
-        figure = visualization.plot_training_curves(log_path)
+        figure = plot_training_curves(log_path)
     else:
         model = _load_model(model_path)
         count = index + 1 if kind in ("perturbation", "routing") else (
@@ -87,16 +92,16 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
         images, labels = _test_images(dataset, count, data_dir,
                                       dataset_options or {}, download)
         if kind == "reconstructions":
-            figure = visualization.plot_reconstructions(
+            figure = plot_reconstructions(
                 model, images, labels=labels)
         elif kind == "perturbation":
-            figure = visualization.plot_capsule_perturbations(
+            figure = plot_capsule_perturbations(
                 model, images[index], class_index=class_index)
         elif kind == "routing":
-            figure = visualization.plot_routing_maps(
+            figure = plot_routing_maps(
                 model, images[index], layer_names=layer_names)
         else:
-            figure = visualization.plot_credit_overlays(
+            figure = plot_credit_overlays(
                 model, images, class_index=class_index)
     _write_figure(figure, output, dpi)
     return output
@@ -104,9 +109,9 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
 
 def _write_figure(figure, output, dpi):
     """Saves `figure` as a PNG marked as plot's own, atomically."""
-    from keras_caps.training.atomic_files import write_atomically
-    from keras_caps.training.output_files import WRITTEN_BY
-    from keras_caps.training.output_files import check_output_path
+    from keras_caps.runs.atomic_files import write_atomically
+    from keras_caps.runs.output_files import WRITTEN_BY
+    from keras_caps.runs.output_files import check_output_path
 
     # Checked again: the file may have appeared while the figure was drawn.
     check_output_path(output, PLOT_MARK, "output")

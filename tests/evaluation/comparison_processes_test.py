@@ -19,9 +19,9 @@ import pytest
 from keras_caps import cli
 from keras_caps.evaluation import comparison
 from keras_caps.evaluation import comparison_process
+from keras_caps.runs.run_lock import RunLock
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
-from keras_caps.training.run_lock import RunLock
 from tests.tiny_disk import tiny_disk
 
 pytestmark = pytest.mark.single_backend

@@ -10,10 +10,11 @@ import pytest
 
 from keras_caps import cli
 from keras_caps.applications import EfficientCapsNet
+from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
 from keras_caps.export import is_keras_caps_export
 from keras_caps.export.saved_model import MARKER
-from keras_caps.training.run_folder import RunFolder
+from keras_caps.runs.run_folder import RunFolder
 from tests.folder_contents import folder_contents
 from tests.tiny_disk import tiny_disk
 
@@ -85,25 +86,29 @@ def test_a_replaced_file_makes_the_export_not_ours(export_copy):
     assert not is_keras_caps_export(str(export_copy))
 
 
-def test_an_export_of_an_earlier_version_is_recognised_only_unmodified(
-        export_copy):
-    """Earlier versions listed only the top-level names in the marker."""
+def test_an_export_of_keras_caps_0_1_0_is_refused(exported, export_copy,
+                                                  capsys):
+    """keras_caps 0.1.0 listed only the top-level names in the marker: its
+    exports are not replaced, with one line naming what wrote them."""
     marker = json.loads((export_copy / MARKER).read_text())
-    legacy = {key: marker[key] for key in
-              ("keras_caps_version", "model_path", "input_range", "files")}
-    (export_copy / MARKER).write_text(json.dumps(legacy, indent=2))
-    assert is_keras_caps_export(str(export_copy))
-    for added in ("assets/labels.txt", "variables/notes.txt",
-                  "variables/sub/variables.index"):
-        path = export_copy / added
-        made = not path.parent.exists()
-        path.parent.mkdir(exist_ok=True)
-        path.write_text("keep me")
-        assert not is_keras_caps_export(str(export_copy)), added
-        path.unlink()
-        if made:
-            path.parent.rmdir()
-    assert is_keras_caps_export(str(export_copy))
+    earlier = {key: marker[key] for key in
+               ("model_path", "input_range", "files")}
+    earlier["keras_caps_version"] = "0.1.0"
+    (export_copy / MARKER).write_text(json.dumps(earlier, indent=2))
+    before = folder_contents(export_copy)
+    assert not is_keras_caps_export(str(export_copy))
+    with pytest.raises(ValueError, match=(
+            r"^Refusing to export to .*: it holds an export written by "
+            r"keras_caps 0\.1\.0, whose `keras_caps_export\.json` does not "
+            r"record its files; keras_caps 0\.2\.0 does not replace it: "
+            r"delete it yourself or choose a new folder\.$")):
+        check_export_target(str(export_copy), overwrite=True)
+    assert cli.main(["export", "--model-path",
+                     str(exported / "model.keras"), "--export-dir",
+                     str(export_copy), "--overwrite"]) == 2
+    error = capsys.readouterr().err
+    assert "written by keras_caps 0.1.0" in error, error
+    assert folder_contents(export_copy) == before
 
 
 def test_train_fresh_keeps_a_user_file_in_the_runs_export(

@@ -367,7 +367,7 @@ _WRITER = textwrap.dedent("""
 
     from keras_caps.applications import EfficientCapsNet
     from keras_caps.export import export_inference_model
-    from keras_caps.training.atomic_files import save_model_atomically
+    from keras_caps.runs.atomic_files import save_model_atomically
 
     folder = sys.argv[1]
     model = EfficientCapsNet("mnist")
@@ -398,7 +398,7 @@ def test_killed_writer_leaves_complete_files_or_none(tmp_path):
     """A process killed while saving or exporting leaves no half-written files.
 
     A child process saves `model.keras` (through
-    `keras_caps.training.atomic_files.save_model_atomically`) and exports the
+    `keras_caps.runs.atomic_files.save_model_atomically`) and exports the
     SavedModel (`export_inference_model`) over and over into the same folder;
     the test kills it with SIGKILL at several moments (spread over the writes)
     and then checks that `model.keras` and `export/` are each either absent or

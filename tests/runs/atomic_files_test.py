@@ -7,9 +7,9 @@ import os
 import keras
 import pytest
 
-from keras_caps.training.atomic_files import save_model_atomically
-from keras_caps.training.atomic_files import write_json_atomically
-from keras_caps.training.atomic_files import write_text_atomically
+from keras_caps.runs.atomic_files import save_model_atomically
+from keras_caps.runs.atomic_files import write_json_atomically
+from keras_caps.runs.atomic_files import write_text_atomically
 from tests.tiny_disk import fill
 from tests.tiny_disk import tiny_disk
 
@@ -41,7 +41,7 @@ def test_a_failing_model_save_leaves_no_temporary_file(tmp_path):
 
 @pytest.mark.single_backend
 def test_a_failing_rename_names_the_destination(tmp_path, monkeypatch):
-    from keras_caps.training import atomic_files
+    from keras_caps.runs import atomic_files
 
     def failing_replace(source, target):
         raise PermissionError(errno.EACCES, "Permission denied")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from keras_caps.training.record_files import UnreadableRecordError
-from keras_caps.training.record_files import read_json_record
+from keras_caps.runs.record_files import UnreadableRecordError
+from keras_caps.runs.record_files import read_json_record
 
 
 @pytest.mark.single_backend

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from keras_caps import cli
-from keras_caps.training.run_lock import FolderInUseError
-from keras_caps.training.run_lock import RunLock
+from keras_caps.runs.run_lock import FolderInUseError
+from keras_caps.runs.run_lock import RunLock
 
 # Loads run_lock.py by path (standard library only): no TensorFlow import,
 # so the holder starts in a fraction of a second.
@@ -28,7 +28,7 @@ with run_lock.RunLock(sys.argv[2]):
 
 
 def _start_holder(folder):
-    from keras_caps.training import run_lock
+    from keras_caps.runs import run_lock
 
     process = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, run_lock.__file__, str(folder)],

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from keras_caps import training
+from keras_caps.runs.run_lock import RunLock
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
-from keras_caps.training.run_lock import RunLock
 
 
 def _ctrl_c_as_a_terminal_gives_it():
