@@ -18,7 +18,7 @@ import tempfile
 
 _CHILD = """
 import json, resource, sys
-from keras_caps.evaluation import comparison
+from keras_caps.compare import comparison
 routers, seeds, data_dir, output_dir, isolation = json.loads(sys.argv[1])
 comparison.compare(routers, "mnist", output_dir=output_dir, seeds=seeds,
                    epochs=1, steps_per_epoch=3, batch_size=16,
@@ -39,7 +39,7 @@ def peak_kib(routers, seeds, data_dir, output_dir, isolation):
 
 
 def main():
-    from keras_caps.evaluation.comparison import COMPARED_MODELS
+    from keras_caps.compare.comparison import COMPARED_MODELS
     from keras_caps.testing import synthetic_digits
     from keras_caps.testing import write_idx_dataset
 

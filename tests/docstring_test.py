@@ -49,7 +49,7 @@ API_PAGES = pathlib.Path(__file__).resolve().parents[1] / "docs" / "api"
 DOCUMENTED_PACKAGES = ("layers", "ops", "losses", "metrics", "callbacks",
                        "schedules", "diagnostics", "applications", "inference",
                        "model_roles", "export", "evaluation", "datasets",
-                       "training", "runs", "visualization")
+                       "training", "runs", "compare", "visualization")
 
 
 def _api_entries():

@@ -55,6 +55,11 @@ class PythonBlocksTest(TestCase):
 
 
 class ReadmeTest(TestCase):
+    def test_is_a_users_page_of_at_most_250_lines(self):
+        # Results, measurements and lab notes belong in docs/ (issue 37).
+        lines = README.read_text().count("\n")
+        self.assertLessEqual(lines, 250, f"README.md has {lines} lines")
+
     def test_python_example_runs(self):
         blocks = python_blocks(
             README, "## Example: PrimaryCaps → FCCaps → Length on a small stem")

@@ -21,7 +21,7 @@ from keras_caps.cli.shared_arguments import user_data_options
 
 def add_compare_command(commands):
     """Registers `compare` and its handler on the subparsers `commands`."""
-    from keras_caps.evaluation.comparison import COMPARED_MODELS
+    from keras_caps.compare.comparison import COMPARED_MODELS
 
     compare = commands.add_parser(
         "compare", help="Train CapsuleClassifier with each router (and the "
@@ -117,7 +117,7 @@ def _add_scale_out_arguments(compare):
 
 def run_compare(args):
     """Runs the comparison and prints its table. Returns 0."""
-    from keras_caps.evaluation import compare
+    from keras_caps.compare import compare
 
     output_dir = _output_dir(args)
     attacks = requested_attacks(args)

@@ -7,7 +7,7 @@
 
 MODEL is a `.keras` file or a SavedModel export folder written by
 `keras-caps export` (which needs TensorFlow). Images are read as in
-training on a folder of images (`keras_caps.datasets.image_files`):
+training on a folder of images (`keras_caps.inference.image_files`):
 converted to the model's channels and resized to its input size with
 PIL's bilinear filter. Class names come from `--class-names` (a JSON list
 or a text file with one name per line), else from `class_names.json`

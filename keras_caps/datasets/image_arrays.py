@@ -6,7 +6,7 @@ arrays, so that a corrupt example fails (or is skipped) before training
 rather than halfway through an epoch. `ImageArrays` holds the result.
 
 `convert_images` applies the conversion rules of
-`keras_caps.datasets.image_files.read_image` (ITU-R 601-2 luma for
+`keras_caps.inference.image_files.read_image` (ITU-R 601-2 luma for
 grayscale, channel repetition for RGB, PIL's bilinear resizing) to images
 that are already arrays, so a model trained on a `.npz` file or a TFDS
 dataset sees its images as `keras-caps predict` will show it image files.
@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 from PIL import Image
 
-from keras_caps.datasets import image_files
+from keras_caps.inference import image_files
 
 CHANNELS = {"grayscale": 1, "rgb": 3}
 

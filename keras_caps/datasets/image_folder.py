@@ -10,7 +10,7 @@ Each subfolder (hidden ones aside) is a class; class names are the folder
 names, sorted, as in `keras.utils.image_dataset_from_directory`. The images
 of a class are its files with an `IMAGE_EXTENSIONS` extension, its
 subfolders included, in sorted path order. Every file is decoded once, up
-front, with `keras_caps.datasets.image_files.read_image`, into a uint8 array
+front, with `keras_caps.inference.image_files.read_image`, into a uint8 array
 held in memory (`num_images * height * width * channels` bytes; the size
 is checked against the memory available before decoding,
 `image_memory.check_fits_in_memory`). A file that cannot be decoded
@@ -30,8 +30,8 @@ import numpy as np
 from PIL import Image
 
 from keras_caps.datasets import image_arrays
-from keras_caps.datasets import image_files
 from keras_caps.datasets import image_memory
+from keras_caps.inference import image_files
 
 _GRAYSCALE_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F")
 _NAMES_SHOWN = 5

@@ -1,20 +1,19 @@
-"""Robustness evaluations and routing comparisons.
+"""Robustness evaluations of a trained model.
 
 `corruptions` (NumPy only: noise, pixel corruption, occlusion and the
 generated affine test set) is imported here; `robustness` (a saved model
-on clean and corrupted test data) and `comparison` (`keras-caps compare`)
-need TensorFlow and are imported on first use, as is `attacks` (FGSM,
-PGD and the vote attack, on any Keras backend).
+on clean and corrupted test data) is imported on first use, as is
+`attacks` (FGSM, PGD and the vote attack, on any Keras backend). The
+comparison behind `keras-caps compare` is `keras_caps.compare`.
 """
 
 import importlib
 
 from keras_caps.evaluation import corruptions
 
-_LAZY_MODULES = ("robustness", "comparison", "predictions",
+_LAZY_MODULES = ("robustness", "predictions",
                  "batchnorm_adaptation", "attacks")
 _LAZY_FUNCTIONS = {"evaluate_robustness": "robustness",
-                   "compare": "comparison",
                    "read_predictions": "predictions",
                    "adversarial_images": "attacks",
                    "attack_accuracy": "attacks"}

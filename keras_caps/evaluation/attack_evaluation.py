@@ -46,7 +46,7 @@ images and classify the results. Settings (`check_attacks`):
 Results are keyed as the corruptions' (`robustness.column_key`):
 `"fgsm:0.1"`, `"pgd:0.1"`, `"vote_pgd:0.1"`, and in a comparison
 `"transfer_pgd:0.1"` (PGD made on the CNN baseline of the same seed,
-`keras_caps.evaluation.comparison`); in the evaluation record as
+`keras_caps.compare.comparison`); in the evaluation record as
 `record["fgsm"]["0.1"]`, ....
 """
 

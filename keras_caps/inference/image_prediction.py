@@ -1,8 +1,8 @@
 """Classifying image files with a trained model: `predict_images`.
 
-The image reader, `keras_caps.datasets.image_files`, is imported where it
-is used: `import keras_caps` imports this package, and loads
-`keras_caps.datasets` only on first access.
+The image reader, `keras_caps.inference.image_files` (Pillow), is imported
+where it is used: `import keras_caps` imports this package, and Pillow
+only when an image is read.
 """
 
 import glob
@@ -23,7 +23,7 @@ def predict_images(model, paths, *, top_k=5, class_names=None, batch_size=32,
                    resize=True, reconstruction=False):
     """The top classes of image files, with their scores.
 
-    Each image is read with `keras_caps.datasets.image_files.read_image`,
+    Each image is read with `keras_caps.inference.image_files.read_image`,
     as for training on a folder of images: converted to the model's channel
     count (1: grayscale, 3: RGB) and, with `resize=True`, resized to the
     model's input size with PIL's bilinear filter. The model gets raw pixels
@@ -123,8 +123,8 @@ def find_image_paths(paths):
     >>> find_image_paths(["photos/", "more/*.png"])  # doctest: +SKIP
     ['photos/a.jpg', 'photos/b.png', 'more/c.png']
     """
-    from keras_caps.datasets.image_files import is_image_file
-    from keras_caps.datasets.image_files import list_image_files
+    from keras_caps.inference.image_files import is_image_file
+    from keras_caps.inference.image_files import list_image_files
 
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
@@ -240,7 +240,7 @@ class _Scorer:
 
     def read(self, path, resize):
         """The image at `path` as float32 pixels of the model's shape."""
-        from keras_caps.datasets.image_files import read_image
+        from keras_caps.inference.image_files import read_image
 
         height, width = self.image_shape[:2]
         image = read_image(path, image_size=(height, width) if resize

@@ -3,10 +3,10 @@ passes on a sound record and fails on one built to break it."""
 
 import pytest
 
+from keras_caps.compare import comparison
+from keras_caps.compare import comparison_attacks
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
-from keras_caps.evaluation import comparison
-from keras_caps.evaluation import comparison_attacks
 
 
 def _sound():

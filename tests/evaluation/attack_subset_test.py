@@ -12,10 +12,10 @@ from scipy import stats as scipy_stats
 
 from keras_caps import cli
 from keras_caps.applications import CNNBaseline
+from keras_caps.compare import comparison_significance as significance
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
 from keras_caps.evaluation import attacks as attacks_lib
-from keras_caps.evaluation import comparison_significance as significance
 from keras_caps.evaluation import evaluate_robustness
 from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.evaluation import read_predictions
@@ -277,7 +277,7 @@ def test_evaluate_command_attack_images(saved_model, test_data, tmp_path):
 
 @pytest.mark.single_backend
 def test_epsilon_zero_of_a_subset_is_its_clean_accuracy():
-    from keras_caps.evaluation import comparison_attacks
+    from keras_caps.compare import comparison_attacks
 
     settings = {"corruptions": {"noise": [], "pixels": [], "occlusion": [],
                                 "affine": False},

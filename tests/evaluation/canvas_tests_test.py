@@ -10,8 +10,8 @@ import pytest
 
 from keras_caps import cli
 from keras_caps.applications import CNNBaseline
+from keras_caps.compare import comparison
 from keras_caps.datasets import affnist
-from keras_caps.evaluation import comparison
 from keras_caps.evaluation import corruptions
 from keras_caps.evaluation import evaluate_robustness
 from keras_caps.evaluation import predictions as predictions_lib

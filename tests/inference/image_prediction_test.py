@@ -8,11 +8,11 @@ import pytest
 from PIL import Image
 
 from keras_caps.applications import EfficientCapsNet
-from keras_caps.datasets.image_files import UnreadableImageError
 from keras_caps.inference import find_image_paths
 from keras_caps.inference import inference_model
 from keras_caps.inference import predict_images
 from keras_caps.inference import write_class_names
+from keras_caps.inference.image_files import UnreadableImageError
 from keras_caps.testing.image_folders import write_image_folder
 from keras_caps.testing.image_folders import write_truncated_image
 from tests.visualization.tiny_models import tiny_capsnet

@@ -16,11 +16,11 @@ import pytest
 from keras_caps import cli
 from keras_caps import training
 from keras_caps.datasets.data_record import data_record
+from keras_caps.runs.run_folder import RunFolder
+from keras_caps.runs.run_folder import describe_differences
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.training import TrainingSettings
-from keras_caps.runs.run_folder import RunFolder
-from keras_caps.runs.run_folder import describe_differences
 
 ARGUMENTS = dict(epochs=2, batch_size=16, steps_per_epoch=3, verbose=0)
 

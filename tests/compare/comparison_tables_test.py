@@ -5,8 +5,8 @@ import io
 
 import pytest
 
-from keras_caps.evaluation import comparison
-from keras_caps.evaluation import comparison_tables
+from keras_caps.compare import comparison
+from keras_caps.compare import comparison_tables
 
 _COLUMNS = [("clean", "clean"), ("noise:0.4", "noise std 0.4")]
 

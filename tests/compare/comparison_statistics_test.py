@@ -8,7 +8,7 @@ import pytest
 from scipy import special
 from scipy import stats as scipy_stats
 
-from keras_caps.evaluation import comparison_statistics as cs
+from keras_caps.compare import comparison_statistics as cs
 
 pytestmark = pytest.mark.single_backend
 

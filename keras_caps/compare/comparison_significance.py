@@ -24,8 +24,8 @@ import os
 
 import numpy as np
 
-from keras_caps.evaluation import comparison_statistics as stats
-from keras_caps.evaluation import multi_digit_comparison
+from keras_caps.compare import comparison_statistics as stats
+from keras_caps.compare import multi_digit_comparison
 from keras_caps.evaluation import predictions as predictions_lib
 
 ALPHA = 0.05
@@ -101,7 +101,7 @@ def reference_tests(aggregated, runs, reference, keys):
     Args:
         aggregated: dict. Per model, its `"per_seed"` record
             (`{"seeds": [...], "accuracy": {key: [...]}}`), as
-            `keras_caps.evaluation.comparison._aggregate` makes it.
+            `keras_caps.compare.comparison._aggregate` makes it.
         runs: list of dict. The comparison's runs (`"router"`, `"seed"`,
             `"model_path"`): their folders hold the predictions.
         reference: str. A key of `aggregated`.

@@ -12,8 +12,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from keras_caps import cli
+from keras_caps.compare import comparison
 from keras_caps.datasets import idx
-from keras_caps.evaluation import comparison
 from keras_caps.evaluation import corruptions
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits

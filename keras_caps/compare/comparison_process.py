@@ -1,7 +1,7 @@
 """Each model of `keras-caps compare` in a process of its own.
 
 `train_and_evaluate_in_a_process(task)` runs
-`keras_caps.evaluation.comparison.train_and_evaluate(**task)` in a child
+`keras_caps.compare.model_runs.train_and_evaluate(**task)` in a child
 Python process and turns its end into one outcome of the parent
 (`train_and_evaluate_in_processes(tasks, workers)`: several at once, see
 `compare(workers=...)`):
@@ -63,7 +63,7 @@ sys.exit(_main(sys.argv[1:]))
 
 
 def train_and_evaluate_in_a_process(task):
-    """`comparison.train_and_evaluate(**task)` in a child process.
+    """`model_runs.train_and_evaluate(**task)` in a child process.
 
     Args:
         task: dict. The arguments of `train_and_evaluate` by name, with
@@ -404,10 +404,10 @@ def _failure_status(report_fd, error):
 
 
 def _run_task(task):
-    from keras_caps.evaluation import comparison
+    from keras_caps.compare.model_runs import train_and_evaluate
     from keras_caps.training.training_settings import TrainingSettings
 
     remove_unused_jax_gc_callback()  # TensorFlow, imported now, loads JAX.
     task = {**task,
             "settings": TrainingSettings.from_record(task["settings"])}
-    comparison.train_and_evaluate(**task)
+    train_and_evaluate(**task)

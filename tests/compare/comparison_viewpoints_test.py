@@ -17,8 +17,8 @@ import keras
 import numpy as np
 
 from keras_caps import cli
-from keras_caps.evaluation import comparison
-from keras_caps.evaluation import comparison_significance
+from keras_caps.compare import comparison
+from keras_caps.compare import comparison_significance
 from keras_caps.testing import TestCase
 from tests.datasets.smallnorb_viewpoints_test import AZIMUTHS
 from tests.datasets.smallnorb_viewpoints_test import CATEGORIES

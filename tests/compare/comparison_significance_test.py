@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from keras_caps.evaluation import comparison
-from keras_caps.evaluation import comparison_significance as significance
+from keras_caps.compare import comparison
+from keras_caps.compare import comparison_significance as significance
 
 pytestmark = pytest.mark.single_backend
 

@@ -17,8 +17,8 @@ from concurrent import futures
 import pytest
 
 from keras_caps import cli
-from keras_caps.evaluation import comparison
-from keras_caps.evaluation import comparison_process
+from keras_caps.compare import comparison
+from keras_caps.compare import comparison_process
 from keras_caps.runs.run_lock import RunLock
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset

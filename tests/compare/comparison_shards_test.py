@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from keras_caps import cli
-from keras_caps.evaluation import comparison
-from keras_caps.evaluation import comparison_process
-from keras_caps.evaluation.shards import check_workers
-from keras_caps.evaluation.shards import parse_shard
-from keras_caps.evaluation.shards import shard_models
+from keras_caps.compare import comparison
+from keras_caps.compare import comparison_process
+from keras_caps.compare.shards import check_workers
+from keras_caps.compare.shards import parse_shard
+from keras_caps.compare.shards import shard_models
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 

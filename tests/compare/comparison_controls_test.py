@@ -9,7 +9,7 @@ import keras
 import pytest
 
 from keras_caps import cli
-from keras_caps.evaluation import comparison
+from keras_caps.compare import comparison
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset

@@ -119,7 +119,7 @@ def evaluate_transfers(settings, output_dir, models, run_dir, options):
         output_dir: str. The comparison's folder.
         models: list of `(router, seed)`; those finished (`finished(router,
             seed)`) are evaluated.
-        run_dir: `comparison.run_dir`.
+        run_dir: `keras_caps.compare.model_runs.run_dir`.
         options: `(finished, data_dir, download)`: `finished(router,
             seed)` says whether a model is trained and evaluated.
     """
@@ -321,10 +321,10 @@ def epsilon_series(results):
     series["pgd"]["dynamic"]["mean"]  # accuracy at 0, then each epsilon
     ```
     """
-    from keras_caps.evaluation import comparison
-
+    settings = results["settings"]
     by_kind = {}
-    for key, _ in comparison.columns(results["settings"]):
+    for key, _ in attack_evaluation.attack_columns(
+            settings.get("attacks"), transfer_enabled(settings)):
         kind, _, epsilon = key.partition(":")
         if kind in _PANEL_TITLES:
             by_kind.setdefault(kind, []).append((float(epsilon), key))

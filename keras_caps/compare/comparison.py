@@ -21,20 +21,20 @@ evaluates every selected model on the same clean and corrupted test data
   (`confusion.npz`), see `keras_caps.evaluation.predictions`;
 - `results.md`, `results.csv`, `results.json`: the table: means over
   seeds with 95 % intervals, each model tested against a reference
-  (`keras_caps.evaluation.comparison_significance`), relative corruption
+  (`keras_caps.compare.comparison_significance`), relative corruption
   errors;
 - `accuracy_vs_severity.png`: accuracy against each corruption's severity,
   one line per router with a +-std band (needs matplotlib);
 - `accuracy_vs_epsilon.png`: with attacks, accuracy against epsilon,
-  one panel per attack (`keras_caps.evaluation.comparison_attacks`);
+  one panel per attack (`keras_caps.compare.comparison_attacks`);
 - `learning_curves.png`: every model's holdout accuracy against training
-  steps (`keras_caps.evaluation.learning_curves`; its data is under
+  steps (`keras_caps.compare.learning_curves`; its data is under
   `"learning_curves"` in `results.json`).
 
 `workers` trains several models at once (a process each), and `shard`
 only a share of them, so a job array fills one comparison folder; the
 table is written once every model is finished (see
-`keras_caps.evaluation.shards`).
+`keras_caps.compare.shards`).
 
 It resumes: a model whose run has finished (`metrics.json` written) is not
 trained again, and its evaluation is reused when it was made with the same
@@ -48,7 +48,7 @@ adopted: nothing tells which data its models were trained on.
 A dataset a user brings (`dataset="folder:PATH"`, `"npz:PATH"` or
 `"tfds:NAME"`) trains every model on a `CapsuleClassifier` preset (the
 closest to its images, or `preset`) and is evaluated on clean test data
-only; see `keras_caps.evaluation.user_data_comparison`.
+only; see `keras_caps.compare.user_data_comparison`.
 
 Training speed (ms/step) is each model's training time divided by the
 optimizer steps taken in the same process (`train_seconds_this_run` /
@@ -58,14 +58,12 @@ timed on the steps it resumed with; a run whose record lacks the steps
 """
 
 import csv
-import gc
 import io
 import json
 import logging
 import os
 import warnings
 
-import keras
 import numpy as np
 
 from keras_caps import training
@@ -76,6 +74,20 @@ from keras_caps.applications.capsule_classifier import ROUTERS
 from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
     STEM_NORMALIZATIONS,
 )
+from keras_caps.compare import comparison_attacks
+from keras_caps.compare import comparison_process
+from keras_caps.compare import comparison_significance
+from keras_caps.compare import comparison_statistics
+from keras_caps.compare import comparison_tables
+from keras_caps.compare import learning_curves
+from keras_caps.compare import multi_digit_comparison
+from keras_caps.compare import shards
+from keras_caps.compare import user_data_comparison
+from keras_caps.compare.model_runs import evaluation_settings
+from keras_caps.compare.model_runs import finished_evaluation
+from keras_caps.compare.model_runs import free_memory
+from keras_caps.compare.model_runs import run_dir
+from keras_caps.compare.model_runs import train_and_evaluate
 from keras_caps.datasets import viewpoints as viewpoints_lib
 from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
@@ -83,24 +95,14 @@ from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
-from keras_caps.evaluation import comparison_attacks
-from keras_caps.evaluation import comparison_process
-from keras_caps.evaluation import comparison_significance
-from keras_caps.evaluation import comparison_statistics
-from keras_caps.evaluation import comparison_tables
-from keras_caps.evaluation import learning_curves
-from keras_caps.evaluation import multi_digit_comparison
 from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.evaluation import robustness
-from keras_caps.evaluation import shards
-from keras_caps.evaluation import user_data_comparison
 from keras_caps.runs.atomic_files import write_atomically
 from keras_caps.runs.atomic_files import write_json_atomically
 from keras_caps.runs.atomic_files import write_text_atomically
 from keras_caps.runs.record_files import UnreadableRecordError
 from keras_caps.runs.record_files import read_json_record
-from keras_caps.runs.record_files import read_record_made_with
-from keras_caps.training.fit import check_backend
+from keras_caps.training.backend_check import check_backend
 from keras_caps.training.training_settings import PROTOCOLS
 from keras_caps.training.training_settings import TrainingSettings
 from keras_caps.validation import check_bool
@@ -199,7 +201,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
         dataset: str. A `CapsuleClassifier` preset: `"mnist"`,
             `"fashion_mnist"`, `"smallnorb"`, `"mnist_canvas"` or
             `"multi_mnist"` (two digits an image, scored per digit and by
-            exact match: `keras_caps.evaluation.multi_digit_comparison`;
+            exact match: `keras_caps.compare.multi_digit_comparison`;
             needs `partners_per_digit`); or a
             dataset a user brings, `"folder:PATH"`, `"npz:PATH"` or
             `"tfds:NAME"` (clean accuracy only: no `corruptions`).
@@ -229,7 +231,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
         isolation: str. `"process"` (default): each model trains and is
             evaluated in a process of its own, so the peak memory is one
             model's; the process dies with this one (see
-            `keras_caps.evaluation.comparison_process`); `"session"`: in
+            `keras_caps.compare.comparison_process`); `"session"`: in
             this process, after
             `keras.backend.clear_session()` (no process start-up, but
             memory grows by some megabytes per model).
@@ -332,7 +334,7 @@ def compare(routers=None, dataset="mnist", *, output_dir,
     shard = shards.parse_shard(shard)
     # Every model trains with `train`: a backend it refuses is refused
     # before any data is read or the folder is claimed.
-    check_backend("`keras-caps compare` (`keras_caps.evaluation.compare`)")
+    check_backend("`keras-caps compare` (`keras_caps.compare.compare`)")
     check_viewpoints(dataset, viewpoints)
     # Checked before a user's dataset is read.
     attack_settings = _attack_settings(attacks, is_user_dataset(dataset))
@@ -398,7 +400,7 @@ def _attack_settings(attacks, user_data):
 def _multi_digit(dataset, partners_per_digit, attack_settings):
     """`{"partners_per_digit": n}` of a MultiMNIST comparison's settings,
     checked (absent for other datasets, as before MultiMNIST was
-    compared); see `keras_caps.evaluation.multi_digit_comparison`."""
+    compared); see `keras_caps.compare.multi_digit_comparison`."""
     return multi_digit_comparison.comparison_settings(
         dataset, partners_per_digit, attack_settings.get("attacks"))
 
@@ -406,12 +408,12 @@ def _multi_digit(dataset, partners_per_digit, attack_settings):
 def _finished_model(settings, output_dir):
     """`finished(router, seed)`: whether a model is trained and
     evaluated with the comparison's evaluation settings."""
-    evaluation = _evaluation_settings(settings)
+    evaluation = evaluation_settings(settings)
 
     def finished(router, seed):
         folder = run_dir(output_dir, router, seed)
         return (os.path.exists(os.path.join(folder, "metrics.json"))
-                and _finished_evaluation(folder, evaluation) is not None)
+                and finished_evaluation(folder, evaluation) is not None)
 
     return finished
 
@@ -788,67 +790,17 @@ def _read_record(path, advice):
         raise ValueError(f"{error} {advice}") from None
 
 
-def run_dir(output_dir, router, seed):
-    """The folder of one trained model of a comparison."""
-    return os.path.join(output_dir, "models", f"{router}_seed{seed}")
-
-
-def _evaluation_settings(settings):
-    """What a model's `robustness.json` must have been made with to be
-    reused: the corruptions, their seed and the data."""
-    evaluation = {"corruptions": settings["corruptions"],
-                  "seed": settings["evaluation_seed"],
-                  "data": settings["data"]}
-    if "preset" not in settings:  # Built-in data: per-image predictions.
-        evaluation["predictions"] = predictions_lib.FORMAT
-    if settings.get("adapt_batchnorm"):
-        evaluation["adapt_batchnorm"] = True
-    if settings.get("viewpoints") is not None:
-        evaluation["viewpoints"] = settings["viewpoints"]
-    if settings.get("attacks"):
-        evaluation["attacks"] = settings["attacks"]
-    evaluation.update(multi_digit_comparison.dataset_options(settings))
-    return evaluation
-
-
-def _finished_evaluation(folder, evaluation):
-    """The model's `robustness.json` if made with these `evaluation`
-    settings (`_evaluation_settings`); `None` if there is none, it was
-    made with other settings, or it is unreadable (it is computed again:
-    compare wrote it, from the model)."""
-    finished = read_record_made_with(
-        os.path.join(folder, "robustness.json"), evaluation,
-        "The model is evaluated again.")
-    if finished is None:
-        return None
-    if evaluation.get("predictions") and not _readable_predictions(folder):
-        return None
-    return finished
-
-
-def _readable_predictions(folder):
-    """Whether the model's `predictions.npz` is there and readable (else
-    the model is evaluated again)."""
-    try:
-        predictions_lib.read_predictions(folder)
-    except (OSError, ValueError) as error:
-        logging.warning("%s The model is evaluated again.", error)
-        return False
-    return True
-
-
-
 def _train_models(models, settings, output_dir, options, workers):
     """Trains and evaluates each `(router, seed)` of `models` not done,
     `workers` at once; returns those that had no finished run before."""
     verbose, isolation, download, data_dir = options
-    evaluation = _evaluation_settings(settings)
+    evaluation = evaluation_settings(settings)
     tasks, trained_now = [], set()
     for router, seed in models:
         folder = run_dir(output_dir, router, seed)
         if not os.path.exists(os.path.join(folder, "metrics.json")):
             trained_now.add((router, seed))
-        elif _finished_evaluation(folder, evaluation):
+        elif finished_evaluation(folder, evaluation):
             logging.info("%s, seed %d: already trained and evaluated",
                          router, seed)
             continue
@@ -860,7 +812,7 @@ def _train_models(models, settings, output_dir, options, workers):
     if isolation == "session":
         for task in tasks:
             train_and_evaluate(**task)
-            _free_memory()
+            free_memory()
         return trained_now
     tasks = [{**task, "settings": task["settings"].to_record()}
              for task in tasks]
@@ -877,8 +829,8 @@ def _model_record(router, seed, settings, output_dir, trained_now,
     """One model's record for the table; `None` while it is not finished
     (trained and evaluated: another share's, or another worker's)."""
     folder = run_dir(output_dir, router, seed)
-    evaluation = _finished_evaluation(folder,
-                                      _evaluation_settings(settings))
+    evaluation = finished_evaluation(folder,
+                                      evaluation_settings(settings))
     metrics_path = os.path.join(folder, "metrics.json")
     transfer = comparison_attacks.transfer_record(settings, output_dir,
                                                   router, seed, run_dir)
@@ -906,66 +858,6 @@ def _model_record(router, seed, settings, output_dir, trained_now,
             "until_accuracy": training_record.get("until_accuracy"),
             "hardware": training_record["hardware"],
             "evaluation": evaluation}
-
-
-def train_and_evaluate(router, settings, folder, evaluation, *,
-                       data_dir=None, verbose=0, download=True):
-    """One model of a comparison: trains it unless done, evaluates it.
-
-    Writes the run of `keras_caps.training.train` in `folder` and its
-    `robustness.json`.
-
-    Args:
-        router: str. The model's name in the comparison (for the log).
-        settings: `TrainingSettings`. The model's (`training_settings`).
-        folder: str. The model's run folder (`run_dir`).
-        evaluation: dict. `{"corruptions": ..., "seed": ...}`, the
-            corruptions of `keras_caps.evaluation.evaluate_robustness` and
-            their seed.
-        data_dir: str or `None`. The data folder.
-        verbose: Keras `fit` verbosity. Defaults to `0`.
-        download: bool. Let TFDS download a dataset that is not prepared.
-
-    Example:
-
-    ```python
-    train_and_evaluate("cnn", training_settings(compared, "cnn", 0),
-                       run_dir("runs/compare", "cnn", 0),
-                       {"corruptions": compared["corruptions"], "seed": 1234})
-    ```
-    """
-    evaluation_path = os.path.join(folder, "robustness.json")
-    if not os.path.exists(os.path.join(folder, "metrics.json")):
-        logging.info("%s, seed %d: training", router, settings.seed)
-        if os.path.exists(evaluation_path):
-            os.remove(evaluation_path)  # Of an earlier, unfinished model.
-        training.train(output_dir=folder, settings=settings,
-                       data_dir=data_dir, verbose=verbose, download=download)
-        _free_memory()
-    if _finished_evaluation(folder, evaluation) is None:
-        logging.info("%s, seed %d: evaluating", router, settings.seed)
-        model_path = os.path.join(folder, "model.keras")
-        if settings.is_user_data():
-            record = user_data_comparison.evaluate_on_user_data(
-                model_path, settings.data_source, data_dir=data_dir,
-                download=download)
-        else:
-            record = robustness.evaluate_robustness(
-                model_path, settings.dataset,
-                corruptions=evaluation["corruptions"], data_dir=data_dir,
-                seed=evaluation["seed"], download=download,
-                predictions_dir=folder,
-                adapt_batchnorm=evaluation.get("adapt_batchnorm", False),
-                viewpoints=evaluation.get("viewpoints"),
-                attacks=evaluation.get("attacks"),
-                dataset_options=evaluation.get("dataset_options"))
-        write_json_atomically(evaluation_path,
-                              {"settings": evaluation, **record})
-
-
-def _free_memory():
-    keras.backend.clear_session()
-    gc.collect()
 
 
 def columns(settings):

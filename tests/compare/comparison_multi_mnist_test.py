@@ -14,7 +14,7 @@ import pytest
 
 from keras_caps import cli
 from keras_caps import datasets
-from keras_caps.evaluation import comparison
+from keras_caps.compare import comparison
 from keras_caps.evaluation import corruptions
 from keras_caps.evaluation import multi_digit_robustness
 from keras_caps.evaluation import predictions as predictions_lib

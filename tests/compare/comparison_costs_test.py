@@ -4,8 +4,8 @@ router over seeds, and in the evaluation record (hand-made records)."""
 import keras
 import pytest
 
+from keras_caps.compare import comparison
 from keras_caps.diagnostics.costs import cost_record
-from keras_caps.evaluation import comparison
 
 
 def _evaluation(multiply_adds=1000):

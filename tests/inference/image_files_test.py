@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from keras_caps.datasets.image_files import UnreadableImageError
-from keras_caps.datasets.image_files import check_image_size
-from keras_caps.datasets.image_files import list_image_files
-from keras_caps.datasets.image_files import read_image
+from keras_caps.inference.image_files import UnreadableImageError
+from keras_caps.inference.image_files import check_image_size
+from keras_caps.inference.image_files import list_image_files
+from keras_caps.inference.image_files import read_image
 from keras_caps.testing.image_folders import class_image
 from keras_caps.testing.image_folders import write_image_folder
 from keras_caps.testing.image_folders import write_non_image

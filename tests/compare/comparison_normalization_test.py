@@ -10,7 +10,7 @@ import keras
 import numpy as np
 
 from keras_caps import cli
-from keras_caps.evaluation import comparison
+from keras_caps.compare import comparison
 from keras_caps.evaluation import predictions
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits

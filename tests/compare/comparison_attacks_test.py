@@ -7,10 +7,10 @@ import os
 import keras
 import numpy as np
 
+from keras_caps.compare import comparison
+from keras_caps.compare import comparison_attacks
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attacks as attacks_lib
-from keras_caps.evaluation import comparison
-from keras_caps.evaluation import comparison_attacks
 from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.evaluation import robustness
 from keras_caps.testing import TestCase

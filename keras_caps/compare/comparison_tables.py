@@ -1,6 +1,6 @@
 """The costs and normalisation tables of a comparison's `results.md`.
 
-Below the accuracy table (`keras_caps.evaluation.comparison.
+Below the accuracy table (`keras_caps.compare.comparison.
 results_markdown`), from the per-router entries of `results.json`:
 
 - **Costs**: trainable parameters without and with the decoder, inference
@@ -19,7 +19,7 @@ Records written before a number existed show `n/a` in its cell; a table
 whose numbers are all missing is left out.
 """
 
-from keras_caps.evaluation import comparison_significance
+from keras_caps.compare import comparison_significance
 
 
 def costs_markdown(routers):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from keras_caps.evaluation import learning_curves
+from keras_caps.compare import learning_curves
 
 pytestmark = pytest.mark.single_backend
 
