@@ -18,12 +18,12 @@ import tempfile
 
 _CHILD = """
 import json, resource, sys
-from keras_caps.compare import comparison
+from keras_caps.compare import ComparisonSettings, compare
 routers, seeds, data_dir, output_dir, isolation = json.loads(sys.argv[1])
-comparison.compare(routers, "mnist", output_dir=output_dir, seeds=seeds,
-                   epochs=1, steps_per_epoch=3, batch_size=16,
-                   data_dir=data_dir, corruptions={"noise": [0.2]},
-                   isolation=isolation)
+compare(ComparisonSettings(routers, "mnist", seeds=seeds, epochs=1,
+                           steps_per_epoch=3, batch_size=16,
+                           corruptions={"noise": [0.2]}),
+        output_dir=output_dir, data_dir=data_dir, isolation=isolation)
 print(json.dumps(max(
     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
     resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)))
@@ -39,7 +39,7 @@ def peak_kib(routers, seeds, data_dir, output_dir, isolation):
 
 
 def main():
-    from keras_caps.compare.comparison import COMPARED_MODELS
+    from keras_caps.compare.compared_models import COMPARED_MODELS
     from keras_caps.testing import synthetic_digits
     from keras_caps.testing import write_idx_dataset
 

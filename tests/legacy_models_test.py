@@ -1,73 +1,107 @@
-"""Models saved by keras_caps 0.1.0 load and predict the same today.
+"""Files saved by keras_caps 0.1.0 before the router contract are refused.
 
-The fixtures in `tests/legacy_models/` were written by
-`tests/legacy_models/make_fixtures.py` with the code of commit 7b85966
-(before the applications were reorganised): a compiled EfficientCapsNet and a
-tiny graph with every capsule layer and router of the package. They load
-with `keras.saving.load_model` and no `custom_objects`, and reproduce the
-outputs recorded when they were saved.
+The fixtures in `tests/legacy_models/` are real files of that code:
+`efficient_capsnet_16x16.keras` (a compiled EfficientCapsNet) and
+`every_layer.keras` (a tiny graph with every capsule layer and router of
+the time), saved with the code of commit 7b85966, before the routers had a
+temperature; `routers_before_contract.keras` (every router, both hybrids as
+`DynamicRouting(attention=...)`), saved with the code of ce1ff98, the last
+before the `Router` base class. keras_caps 0.2.0 loads none of them: each
+router config, and each router's weights, is refused with one line naming
+what wrote it.
 """
 
+import json
 import os
+import warnings
+import zipfile
 
 import keras
-import numpy as np
+from absl.testing import parameterized
 
-import keras_caps
+from keras_caps import applications
+from keras_caps.layers import Router
 from keras_caps.testing import TestCase
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "legacy_models")
+BEFORE_TEMPERATURE = ("efficient_capsnet_16x16.keras", "every_layer.keras")
+BEFORE_CONTRACT = "routers_before_contract.keras"
+REFUSAL = ("was saved by keras_caps 0.1.0 before the router contract "
+           r"\(its config has {}\); keras_caps 0.2.0 does not load such "
+           "files: build the model with keras_caps 0.2.0 and train it "
+           "again.")
+NO_TEMPERATURE = "neither `temperature` nor `couplings_layout`"
+NO_LAYOUT = "no `couplings_layout`"
+
+
+def _router_configs(name):
+    """The serialized router layers of fixture `name`, by layer name."""
+    with zipfile.ZipFile(os.path.join(FIXTURES, name)) as archive:
+        config = json.loads(archive.read("config.json"))
+    routers = {}
+    for layer in config["config"]["layers"]:
+        cls = keras.saving.get_registered_object(layer["registered_name"])
+        if isinstance(cls, type) and issubclass(cls, Router):
+            routers[layer["config"]["name"]] = layer
+    return routers
 
 
 class LegacyModelsTest(TestCase):
-    def setUp(self):
-        super().setUp()
-        self.outputs = np.load(os.path.join(FIXTURES, "outputs.npz"))
+    @parameterized.parameters(
+        (BEFORE_TEMPERATURE[0], "digit_caps", NO_TEMPERATURE),
+        (BEFORE_TEMPERATURE[1], "fc_caps", NO_TEMPERATURE),
+        (BEFORE_CONTRACT, "vector", NO_LAYOUT))
+    def test_load_model_refuses_the_file(self, name, first_router,
+                                         evidence):
+        with self.assertRaisesRegex(
+                ValueError, f"^The `[A-Za-z]+` layer {first_router!r} "
+                f"{REFUSAL.format(evidence)}$"):
+            keras.saving.load_model(os.path.join(FIXTURES, name))
 
-    def test_compiled_efficient_capsnet(self):
-        model = keras.saving.load_model(
-            os.path.join(FIXTURES, "efficient_capsnet_16x16.keras"))
-        self.assertIsInstance(model.loss, keras_caps.losses.MarginLoss)
-        self.assertIsInstance(model.get_layer("digit_caps"),
-                              keras_caps.layers.FCCaps)
-        scores = model.predict(self.outputs["efficient_capsnet_images"],
-                               verbose=0)
-        self.assertAllClose(scores, self.outputs["efficient_capsnet_scores"],
-                            atol=1e-6)
+    @parameterized.parameters(
+        (BEFORE_TEMPERATURE[1], NO_TEMPERATURE,
+         ["dynamic_routing", "fc_caps", "inverted_attention",
+          "vector_routing"]),
+        (BEFORE_CONTRACT, NO_LAYOUT,
+         ["dynamic", "fc_caps", "hybrid_bilinear", "hybrid_concat",
+          "inverted", "vector"]))
+    def test_every_router_config_is_refused(self, name, evidence, routers):
+        configs = _router_configs(name)
+        self.assertContainsSubset(routers, configs)
+        for router in routers:
+            layer = configs[router]
+            with self.assertRaisesRegex(
+                    ValueError, f"^The `{layer['class_name']}` layer "
+                    f"{router!r} {REFUSAL.format(evidence)}$"):
+                keras.saving.deserialize_keras_object(layer)
 
-    def test_every_layer(self):
-        model = keras.saving.load_model(
-            os.path.join(FIXTURES, "every_layer.keras"))
-        outputs = model.predict(
-            {"image": self.outputs["every_layer_images"],
-             "label": self.outputs["every_layer_labels"]}, verbose=0)
-        for key in ("length", "reconstruction"):
-            self.assertAllClose(outputs[key],
-                                self.outputs[f"every_layer_{key}"],
-                                atol=1e-5)
+    def test_a_hybrid_saved_as_dynamic_routing_is_refused(self):
+        # Before `HybridRouting` the hybrid was `DynamicRouting(attention=
+        # ...)`: its config is a `DynamicRouting` one, refused as such.
+        layer = _router_configs(BEFORE_CONTRACT)["hybrid_concat"]
+        self.assertEqual(layer["config"]["attention"], "concat")
+        with self.assertRaisesRegex(ValueError, "^The `DynamicRouting` "
+                                    "layer 'hybrid_concat' was saved by "
+                                    "keras_caps 0.1.0"):
+            keras.saving.deserialize_keras_object(layer)
 
-    def test_every_router_saved_before_the_router_contract(self):
-        # Written by `make_router_fixtures.py` with the code of ce1ff98:
-        # both hybrids as `DynamicRouting(attention=...)`, couplings and
-        # credit read inside the graph in that code's layouts.
-        expected = np.load(
-            os.path.join(FIXTURES, "routers_before_contract.npz"))
-        with self.assertWarns(DeprecationWarning):  # old couplings layout
-            model = keras.saving.load_model(
-                os.path.join(FIXTURES, "routers_before_contract.keras"))
-        for name in ("hybrid_bilinear", "hybrid_concat"):
-            self.assertIsInstance(model.get_layer(name),
-                                  keras_caps.layers.HybridRouting)
-        self.assertEqual(model.get_layer("dynamic").temperature, 0.5)
-        self.assertEqual(model.get_layer("hybrid_concat").attention,
-                         "concat")
-        outputs = model.predict(expected["inputs"], verbose=0)
-        for key in ("poses", "couplings", "attention_couplings"):
-            self.assertAllClose(outputs[key], expected[key], atol=1e-6)
-        # Re-saved, the graph keeps the layouts it was built with.
-        path = os.path.join(self.get_temp_dir(), "resaved.keras")
-        model.save(path)
-        resaved = keras.saving.load_model(path)
-        self.assertAllClose(
-            resaved.predict(expected["inputs"], verbose=0)["couplings"],
-            expected["couplings"], atol=1e-6)
+    def test_weights_without_the_temperature_are_refused(self):
+        # The weights of the 0.1.0 EfficientCapsNet, loaded into the same
+        # model built today: every router variable but the temperature.
+        folder = self.get_temp_dir()
+        with zipfile.ZipFile(os.path.join(
+                FIXTURES, BEFORE_TEMPERATURE[0])) as archive:
+            path = archive.extract("model.weights.h5", folder)
+        model = applications.EfficientCapsNet(
+            "mnist", input_shape=(16, 16, 1), reconstruction=False)
+        with self.assertRaisesRegex(
+                ValueError, "The weights of `FCCaps` layer 'digit_caps' "
+                "were saved by keras_caps 0.1.0 before routers had a "
+                r"temperature \(every variable but `temperature`\); "
+                "keras_caps 0.2.0 does not load such files: build the "
+                "model with keras_caps 0.2.0 and train it again.\n"):
+            with warnings.catch_warnings():
+                # Keras 3.15 on the file's layout of its functional graph.
+                warnings.filterwarnings("ignore", "Skipping nested container",
+                                        UserWarning)
+                model.load_weights(path)

@@ -19,6 +19,3 @@ from keras_caps.callbacks.routing_temperature_scheduler import (
 from keras_caps.callbacks.spread_loss_margin_schedule import (
     SpreadLossMarginSchedule,
 )
-
-# The schedule lived here before `keras_caps.schedules`; the same class.
-from keras_caps.schedules import ExponentialTemperatureDecay  # noqa: E402

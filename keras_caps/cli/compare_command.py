@@ -21,7 +21,7 @@ from keras_caps.cli.shared_arguments import user_data_options
 
 def add_compare_command(commands):
     """Registers `compare` and its handler on the subparsers `commands`."""
-    from keras_caps.compare.comparison import COMPARED_MODELS
+    from keras_caps.compare.compared_models import COMPARED_MODELS
 
     compare = commands.add_parser(
         "compare", help="Train CapsuleClassifier with each router (and the "
@@ -120,22 +120,12 @@ def run_compare(args):
     from keras_caps.compare import compare
 
     output_dir = _output_dir(args)
-    attacks = requested_attacks(args)
-    check_attack_images_flag(attacks, args.dataset)
+    settings = _settings(args)
     results = compare(
-        args.routers, args.dataset, output_dir=output_dir, seeds=args.seeds,
-        epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
-        batch_size=args.batch_size, data_dir=args.data_dir,
-        validation=args.validation, reconstruction=args.reconstruction,
-        corruptions=requested_corruptions(args),
-        evaluation_seed=args.corruption_seed, isolation=args.isolation,
-        verbose=0, download=args.download, preset=args.preset,
-        read_options=user_data_options(args), reference=args.reference,
-        until_accuracy=args.until_accuracy, workers=args.workers,
-        shard=args.shard, adapt_batchnorm=args.adapt_batchnorm,
-        stem_normalization=args.stem_normalization,
-        viewpoints=args.viewpoints, attacks=attacks,
-        partners_per_digit=args.partners_per_digit)
+        settings, output_dir=output_dir, data_dir=args.data_dir,
+        download=args.download, read_options=user_data_options(args),
+        reference=args.reference, isolation=args.isolation,
+        workers=args.workers, shard=args.shard, verbose=0)
     if "unfinished" in results:
         _print_unfinished(results, args, output_dir)
         return 0
@@ -147,9 +137,27 @@ def run_compare(args):
     print(f"Wrote results.md, results.csv, results.json, "
           f"accuracy_vs_severity.png and learning_curves.png under "
           f"{output_dir}")
-    if attacks:
+    if settings.attacks:
         print(f"Wrote accuracy_vs_epsilon.png under {output_dir}")
     return 0
+
+
+def _settings(args):
+    """The `ComparisonSettings` the command line asks for."""
+    from keras_caps.compare import ComparisonSettings
+
+    attacks = requested_attacks(args)
+    check_attack_images_flag(attacks, args.dataset)
+    return ComparisonSettings(
+        args.routers, args.dataset, seeds=args.seeds, epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch, batch_size=args.batch_size,
+        validation=args.validation, reconstruction=args.reconstruction,
+        corruptions=requested_corruptions(args),
+        evaluation_seed=args.corruption_seed, preset=args.preset,
+        until_accuracy=args.until_accuracy,
+        viewpoints=args.viewpoints, partners_per_digit=args.partners_per_digit,
+        adapt_batchnorm=args.adapt_batchnorm,
+        stem_normalization=args.stem_normalization, attacks=attacks)
 
 
 def _print_unfinished(results, args, output_dir):

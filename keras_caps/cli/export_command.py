@@ -48,10 +48,10 @@ def add_export_command(commands):
 def run_export(args):
     """Exports `--model-path` to `--export-dir`. Returns 0."""
     from keras_caps.export import check_export_support
-    from keras_caps.export import check_export_target
     from keras_caps.export import export_inference_model
     from keras_caps.inference import find_class_names
     from keras_caps.inference import load_model_file
+    from keras_caps.runs import check_export_target
 
     if not os.path.exists(args.model_path):
         raise ValueError("No model at `--model-path`. Received: "

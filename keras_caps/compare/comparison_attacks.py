@@ -37,6 +37,7 @@ import os
 import keras
 import numpy as np
 
+from keras_caps.compare.comparison_settings import ComparisonSettings
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
 from keras_caps.evaluation import predictions as predictions_lib
@@ -51,19 +52,19 @@ TRANSFER = "transfer_pgd"
 def transfer_enabled(settings):
     """Whether the comparison `settings` have a transfer attack: PGD
     epsilons, and `"cnn"` among the models."""
-    attacks = settings.get("attacks")
+    attacks = settings.attacks
     return bool(attacks and attacks["pgd"]
-                and TRANSFER_SOURCE in settings["routers"])
+                and TRANSFER_SOURCE in settings.routers)
 
 
 def _transfer_settings(settings, source_digest):
-    attacks = settings["attacks"]
+    attacks = settings.attacks
     return {"source": TRANSFER_SOURCE, "source_sha256": source_digest,
             "pgd": attacks["pgd"], "pgd_steps": attacks["pgd_steps"],
             "pgd_restarts": attacks["pgd_restarts"],
-            "loss": attacks["loss"], "seed": settings["evaluation_seed"],
-            "adapt_batchnorm": bool(settings.get("adapt_batchnorm")),
-            "data": settings["data"],
+            "loss": attacks["loss"], "seed": settings.evaluation_seed,
+            "adapt_batchnorm": settings.adapt_batchnorm,
+            "data": settings.data,
             # Only when given: transfers made before it stay current.
             **({"attack_images": attacks["attack_images"]}
                if attacks.get("attack_images") is not None else {})}
@@ -154,15 +155,15 @@ def _transfer_seed(settings, expected, source, folders, options):
     # The test images of the models' evaluations (their seed places the
     # mnist_canvas digits).
     images, labels = robustness.load_test_arrays(
-        settings["dataset"], data_dir=data_dir,
-        seed=settings["evaluation_seed"], download=download)
-    images, labels = attack_evaluation.attack_subset(settings["attacks"],
+        settings.dataset, data_dir=data_dir,
+        seed=settings.evaluation_seed, download=download)
+    images, labels = attack_evaluation.attack_subset(settings.attacks,
                                                      images, labels)
     cnn = robustness.classifier(keras.saving.load_model(
         os.path.join(source, "model.keras")))
     attacked = {epsilon: attack_evaluation.adversarial_set(
-        cnn, images, labels, settings["attacks"], TRANSFER, epsilon,
-        settings["evaluation_seed"]) for epsilon in expected["pgd"]}
+        cnn, images, labels, settings.attacks, TRANSFER, epsilon,
+        settings.evaluation_seed) for epsilon in expected["pgd"]}
     del cnn
     keras.backend.clear_session()
     for folder in folders:
@@ -244,7 +245,7 @@ def masking_summary(evaluations, settings):
         clean accuracy of the attacked images (`epsilon_series`' epsilon
         0).
     """
-    attacks = settings.get("attacks")
+    attacks = settings.attacks
     if not attacks:
         return {}
     per_seed = [attack_checks.masking_checks(
@@ -272,7 +273,7 @@ def _subset_clean(evaluations, attacks):
 def subset_note(settings):
     """The results.md note on attacks run on the first N test images
     only (`"attack_images"`), or `[]`."""
-    count = (settings.get("attacks") or {}).get("attack_images")
+    count = (settings.attacks or {}).get("attack_images")
     if count is None:
         return []
     return ["", f"Attack columns (and their masking checks, whose ε = 0 "
@@ -285,7 +286,7 @@ def subset_note(settings):
 def vote_note(settings, runs):
     """The results.md note on the vote columns of models without votes,
     or `[]`."""
-    attacks = settings.get("attacks")
+    attacks = settings.attacks
     if not attacks or not attacks["vote"]:
         return []
     without = sorted({run["router"] for run in runs
@@ -321,10 +322,10 @@ def epsilon_series(results):
     series["pgd"]["dynamic"]["mean"]  # accuracy at 0, then each epsilon
     ```
     """
-    settings = results["settings"]
+    settings = ComparisonSettings.from_record(results["settings"])
     by_kind = {}
     for key, _ in attack_evaluation.attack_columns(
-            settings.get("attacks"), transfer_enabled(settings)):
+            settings.attacks, transfer_enabled(settings)):
         kind, _, epsilon = key.partition(":")
         if kind in _PANEL_TITLES:
             by_kind.setdefault(kind, []).append((float(epsilon), key))

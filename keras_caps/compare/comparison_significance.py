@@ -101,7 +101,7 @@ def reference_tests(aggregated, runs, reference, keys):
     Args:
         aggregated: dict. Per model, its `"per_seed"` record
             (`{"seeds": [...], "accuracy": {key: [...]}}`), as
-            `keras_caps.compare.comparison._aggregate` makes it.
+            `keras_caps.compare.comparison_results.aggregate` makes it.
         runs: list of dict. The comparison's runs (`"router"`, `"seed"`,
             `"model_path"`): their folders hold the predictions.
         reference: str. A key of `aggregated`.
@@ -247,7 +247,7 @@ def statistics_markdown(results, titles):
     Example:
 
     ```python
-    lines = statistics_markdown(results, columns(results["settings"]))
+    lines = statistics_markdown(results, columns(settings))
     ```
     """
     statistics = results.get("statistics")

@@ -1,6 +1,6 @@
 """The costs and normalisation tables of a comparison's `results.md`.
 
-Below the accuracy table (`keras_caps.compare.comparison.
+Below the accuracy table (`keras_caps.compare.comparison_report.
 results_markdown`), from the per-router entries of `results.json`:
 
 - **Costs**: trainable parameters without and with the decoder, inference

@@ -31,18 +31,19 @@ def run_dir(output_dir, router, seed):
 def evaluation_settings(settings):
     """What a model's `robustness.json` must have been made with to be
     reused: the corruptions, their seed and the data."""
-    evaluation = {"corruptions": settings["corruptions"],
-                  "seed": settings["evaluation_seed"],
-                  "data": settings["data"]}
-    if "preset" not in settings:  # Built-in data: per-image predictions.
+    evaluation = {"corruptions": settings.corruptions,
+                  "seed": settings.evaluation_seed,
+                  "data": settings.data}
+    if not settings.is_user_data():  # Built-in data: per-image predictions.
         evaluation["predictions"] = predictions_lib.FORMAT
-    if settings.get("adapt_batchnorm"):
+    if settings.adapt_batchnorm:
         evaluation["adapt_batchnorm"] = True
-    if settings.get("viewpoints") is not None:
-        evaluation["viewpoints"] = settings["viewpoints"]
-    if settings.get("attacks"):
-        evaluation["attacks"] = settings["attacks"]
-    evaluation.update(multi_digit_comparison.dataset_options(settings))
+    if settings.viewpoints is not None:
+        evaluation["viewpoints"] = settings.viewpoints
+    if settings.attacks:
+        evaluation["attacks"] = settings.attacks
+    evaluation.update(multi_digit_comparison.dataset_options(
+        settings.partners_per_digit))
     return evaluation
 
 

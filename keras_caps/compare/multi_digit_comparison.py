@@ -73,34 +73,40 @@ def comparison_settings(dataset, partners_per_digit, attacks=None):
     return {"partners_per_digit": partners_per_digit}
 
 
-def dataset_options(settings):
+def dataset_options(partners_per_digit):
     """The loader options of a comparison's models: `{"dataset_options":
     {"partners_per_digit": n}}` on MultiMNIST, else `{}` (the keyword
     argument of `TrainingSettings` and `evaluate_robustness`).
 
+    Args:
+        partners_per_digit: int or `None`. The comparison's
+            (`ComparisonSettings.partners_per_digit`).
+
     Example:
 
-    >>> dataset_options({"partners_per_digit": 10})
+    >>> dataset_options(10)
     {'dataset_options': {'partners_per_digit': 10}}
+    >>> dataset_options(None)
+    {}
     """
-    if settings.get("partners_per_digit") is None:
+    if partners_per_digit is None:
         return {}
-    return {"dataset_options": {
-        "partners_per_digit": settings["partners_per_digit"]}}
+    return {"dataset_options": {"partners_per_digit": partners_per_digit}}
 
 
-def exact_match_columns(settings, columns):
-    """The exact-match columns of a MultiMNIST comparison, one for each
-    of its `(key, title)` accuracy `columns` (`[]` for other datasets).
+def exact_match_columns(partners_per_digit, columns):
+    """The exact-match columns of a MultiMNIST comparison (one with
+    `partners_per_digit`), one for each of its `(key, title)` accuracy
+    `columns` (`[]` for other datasets).
 
     Example:
 
-    >>> exact_match_columns({"partners_per_digit": 10},
+    >>> exact_match_columns(10,
     ...                     [("clean", "clean"), ("noise:0.1", "noise 0.1")])
     [('exact_match:clean', 'exact match clean'), \
 ('exact_match:noise:0.1', 'exact match noise 0.1')]
     """
-    if settings.get("partners_per_digit") is None:
+    if partners_per_digit is None:
         return []
     return [(EXACT_MATCH_PREFIX + key, f"exact match {title}")
             for key, title in columns]
@@ -162,16 +168,15 @@ def saved_key(key):
     return key[len(EXACT_MATCH_PREFIX):] if is_exact_match(key) else key
 
 
-def notes(results):
+def notes(partners_per_digit, results):
     """The lines of `results.md` that say how MultiMNIST is scored (none
-    for other datasets)."""
-    settings = results["settings"]
-    if settings.get("partners_per_digit") is None:
+    for other datasets: `partners_per_digit` `None`)."""
+    if partners_per_digit is None:
         return []
     pairs = results["models"][0]["evaluation"]["clean"]["num_images"]
     return [
         "", "MultiMNIST (Sabour et al. 2017, section 6): two overlapping "
-        f"digits an image, {settings['partners_per_digit']} test pairs per "
+        f"digits an image, {partners_per_digit} test pairs per "
         f"MNIST test digit ({pairs:,} pairs); each model reads the "
         "digits from its two highest class scores (capsule lengths, or a "
         "sigmoid per class trained with the binary cross-entropy for the "

@@ -10,7 +10,7 @@ array being image `i` of the same test set, in the test split's order:
 - `"clean"`: the predicted classes on the clean test images;
 - `"noise:<std>"`, `"pixels:<fraction>"`, `"occlusion:<side>"`: the
   predicted classes under each corruption, keyed as the comparison's
-  columns (`keras_caps.compare.comparison.columns`: the severity as
+  columns (`keras_caps.compare.comparison_results.columns`: the severity as
   Python prints the checked number, e.g. `"noise:0.1"`, `"occlusion:8"`);
 - `"affine"` and `"labels:affine"`: the predictions on the affine test
   set and its true classes (the generated set of the MNIST test digits,
@@ -213,7 +213,7 @@ def read_predictions(folder):
     Args:
         folder: str. The folder holding `predictions.npz` (in a
             comparison, a model's folder,
-            `keras_caps.compare.comparison.run_dir(...)`), or the path
+            `keras_caps.compare.model_runs.run_dir(...)`), or the path
             of the file itself.
 
     Returns:

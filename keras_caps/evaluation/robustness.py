@@ -221,7 +221,7 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
         is (`affine_set_name`); `"translated"`: accuracy, when asked for;
         `"majority_share"`: column key
         (`"clean"`, `"noise:0.1"`, ..., as
-        `keras_caps.compare.comparison.columns`) -> the share of the
+        `keras_caps.compare.comparison_results.columns`) -> the share of the
         images predicted as the most frequent class; with
         `adapt_batchnorm`, `"adapted"`: `{"accuracy": {key: ...},
         "majority_share": {key: ...}, "batchnorm_layers": n}`;

@@ -4,6 +4,4 @@ PyTorch)."""
 
 from keras_caps.export.export_support import EXPORT_FORMATS
 from keras_caps.export.export_support import check_export_support
-from keras_caps.export.saved_model import check_export_target
 from keras_caps.export.saved_model import export_inference_model
-from keras_caps.export.saved_model import is_keras_caps_export

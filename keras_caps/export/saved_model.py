@@ -6,11 +6,8 @@ JAX or PyTorch runs without it.
 """
 
 import errno
-import hashlib
-import json
 import math
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -26,17 +23,12 @@ from keras_caps.inference import serving_model
 from keras_caps.inference.class_names import EXPORT_CLASS_NAMES_FILE
 from keras_caps.inference.class_names import check_class_names
 from keras_caps.inference.class_names import write_class_names
+from keras_caps.runs.export_manifest import check_export_target
+from keras_caps.runs.export_manifest import write_marker
 from keras_caps.validation import check_choice
 from keras_caps.version import __version__
 
-MARKER = "keras_caps_export.json"
 """The file every export carries, naming what keras_caps wrote there."""
-
-# What TensorFlow's SavedModel writer puts in `variables/`: the only files
-# below the top level that an export written before the marker listed every
-# file (and its hash) is recognised with.
-_LEGACY_VARIABLES = re.compile(
-    r"variables\.index|variables\.data-\d{5}-of-\d{5}")
 
 INPUT_RANGES = ("pixels", "unit")
 """What the served signature takes: raw pixels in [0, 255], or [0, 1]."""
@@ -188,7 +180,7 @@ def _stage_and_replace(model, path, input_range, record, class_names,
         if class_names is not None:  # Before the marker, which lists it.
             write_class_names(
                 os.path.join(written, EXPORT_CLASS_NAMES_FILE), class_names)
-        _write_marker(written, record)
+        write_marker(written, record)
         check_target()  # Again: the folder may have changed meanwhile.
         if not os.path.exists(path):
             os.replace(written, path)
@@ -346,172 +338,3 @@ def _check_export_class_names(model, class_names):
     return names
 
 
-def _write_marker(folder, record):
-    """Writes `MARKER` in `folder`, listing every file and folder under it.
-
-    `files` (the top-level names) is what exports listed before `contents`
-    (each file's size and SHA-256, by its `/`-separated relative path) and
-    `folders` (every subfolder) were recorded; it is kept for readers of
-    the marker.
-    """
-    tree = _tree(folder)
-    if tree is None:  # TensorFlow wrote a link or a device file.
-        raise ValueError(f"The export in {folder!r} holds something other "
-                         "than files and folders.")
-    folders, files = tree
-    record = dict(record,
-                  files=sorted(set(os.listdir(folder)) | {MARKER}),
-                  folders=sorted(folders),
-                  contents={name: _fingerprint(path)
-                            for name, path in sorted(files.items())})
-    with open(os.path.join(folder, MARKER), "w", encoding="utf-8") as file:
-        json.dump(record, file, indent=2)
-
-
-def _tree(folder):
-    """`(folders, files)` under `folder`: the set of subfolders and a dict
-    of files, both by `/`-separated relative path; `None` if it holds a
-    link or anything but files and folders."""
-    folders, files = set(), {}
-    for root, subfolders, names in os.walk(folder):
-        relative = os.path.relpath(root, folder)
-        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
-        for name in subfolders:
-            if os.path.islink(os.path.join(root, name)):
-                return None
-            folders.add(prefix + name)
-        for name in names:
-            path = os.path.join(root, name)
-            if os.path.islink(path) or not os.path.isfile(path):
-                return None
-            files[prefix + name] = path
-    return folders, files
-
-
-def _fingerprint(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return {"size": os.path.getsize(path), "sha256": digest.hexdigest()}
-
-
-def is_keras_caps_export(path):
-    """Whether `path` is a folder holding an export of keras_caps only.
-
-    That is: it holds a readable `keras_caps_export.json` marker, every
-    file under it, at any depth, is one that marker lists, with the size
-    and SHA-256 it recorded, and every folder is one it lists (a file or
-    folder added, a file removed, replaced or edited anywhere makes the
-    folder not an export of keras_caps, so that nothing in it is ever
-    deleted or replaced; only a listed empty folder may be missing). Links
-    are never ours.
-
-    An export written before the marker recorded every file (it lists only
-    the top-level names) is recognised when its top level holds only those
-    names and, below it, only what TensorFlow writes there: an empty
-    `assets/` and `variables/` holding `variables.index` and
-    `variables.data-*-of-*`. Its files' contents cannot be checked.
-
-    Example:
-
-    ```python
-    export_inference_model(model, "export")
-    is_keras_caps_export("export")  # True
-    open("export/assets/labels.txt", "w").close()
-    is_keras_caps_export("export")  # False: labels.txt is not ours.
-    ```
-    """
-    if os.path.islink(path) or not os.path.isdir(path):
-        return False
-    try:
-        with open(os.path.join(path, MARKER), encoding="utf-8") as file:
-            marker = json.load(file)
-        written = set(marker["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    tree = _tree(path)
-    if tree is None or MARKER not in written:
-        return False
-    folders, files = tree
-    if "contents" in marker or "folders" in marker:
-        return _holds_only(marker, folders, files)
-    return (set(os.listdir(path)) <= written
-            and _is_legacy_layout(folders, files))
-
-
-def _holds_only(marker, folders, files):
-    """Whether `folders` and `files` are exactly what `marker` recorded."""
-    try:
-        contents = dict(marker["contents"])
-        recorded_folders = set(marker["folders"])
-    except (KeyError, TypeError, ValueError):
-        return False
-    files = {name: path for name, path in files.items() if name != MARKER}
-    # A recorded folder may be missing (copy tools drop empty folders): no
-    # file of anyone's is in it. Any other folder or file is not ours.
-    if not folders <= recorded_folders or set(files) != set(contents):
-        return False
-    try:  # The sizes first: cheap, and they catch most changes.
-        if any(os.path.getsize(path) != contents[name].get("size")
-               for name, path in files.items()):
-            return False
-        return all(_fingerprint(path) == contents[name]
-                   for name, path in files.items())
-    except (OSError, AttributeError):
-        return False
-
-
-def _is_legacy_layout(folders, files):
-    """Whether a tree holds, below its top level, only an empty `assets/`
-    and TensorFlow's `variables/` files (an export written before the
-    marker listed every file)."""
-    if not folders <= {"assets", "variables"}:
-        return False
-    for name in files:
-        folder, _, base = name.rpartition("/")
-        if folder and (folder != "variables"
-                       or not _LEGACY_VARIABLES.fullmatch(base)):
-            return False
-    return True
-
-
-def check_export_target(path, overwrite=False, model_path=None):
-    """Raises a `ValueError` unless an export may be written at `path`.
-
-    Allowed: a path that does not exist, an empty folder, and (only with
-    `overwrite=True`) a previous export of keras_caps (see
-    `is_keras_caps_export`). Refused: a file, a link, a folder holding
-    anything else (a SavedModel from elsewhere included), the current
-    folder or one above it, and `model_path`, its folder or one above it.
-    """
-    real = os.path.realpath(path)
-
-    def within(folder, inner):
-        inner = os.path.realpath(inner)
-        return os.path.commonpath([folder, inner]) == folder
-
-    prefix = f"Refusing to export to {path!r}:"
-    if model_path is not None and within(real, model_path):
-        raise ValueError(f"{prefix} it holds the model file {model_path!r}; "
-                         "choose a new folder for the export.")
-    if within(real, os.getcwd()):
-        raise ValueError(f"{prefix} it is the current folder or one above "
-                         "it; choose a new folder for the export.")
-    if not os.path.lexists(path):
-        return
-    if os.path.islink(path) or not os.path.isdir(path):
-        raise ValueError(f"{prefix} it exists and is not a folder; choose a "
-                         "new folder for the export.")
-    if not os.listdir(path):
-        return
-    if is_keras_caps_export(path):
-        if overwrite:
-            return
-        raise ValueError(f"{prefix} it holds a previous export; pass "
-                         "`--overwrite` (`overwrite=True`) to replace it.")
-    raise ValueError(f"{prefix} the folder is not empty and is not an export "
-                     "written by keras_caps (a previous export holds "
-                     f"`{MARKER}` and, in every subfolder, only the files "
-                     "it lists, unchanged); keras_caps never deletes files "
-                     "it did not write. Choose a new or empty folder.")

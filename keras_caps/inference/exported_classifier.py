@@ -8,7 +8,7 @@ import numpy as np
 
 from keras_caps import model_roles as roles
 
-# `keras_caps.export.saved_model.MARKER`, without importing TensorFlow.
+# `keras_caps.runs.export_manifest.MARKER`, without importing the lab.
 _MARKER = "keras_caps_export.json"
 # `keras_caps.export.onnx_model.ONNX_FILE`.
 _ONNX_FILE = "model.onnx"

@@ -9,9 +9,6 @@ from keras_caps import model_roles as roles
 from keras_caps.api_export import keras_caps_export
 from keras_caps.layers import VectorRouting
 
-# The name of `model_roles.CLASS_SCORE_LAYERS` before `model_roles`.
-SCORE_LAYER_NAMES = roles.CLASS_SCORE_LAYERS
-
 
 @keras_caps_export("keras_caps.inference.load_model_file")
 def load_model_file(path, argument_name="path", require_application=True):

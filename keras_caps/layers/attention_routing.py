@@ -183,12 +183,18 @@ class AttentionRouting(Router):
         self._head_dim = capsule_dim // num_heads
         self._score_scale = 1.0 / math.sqrt(key_dim)
 
-    legacy_weights_without_temperature = True
+    keys_since_contract = ("temperature",)
     coupling_options = COUPLINGS
 
     @property
     def normalization_axis(self):
         return self.normalization
+
+    @property
+    def vote_squash(self):
+        """The layer's `squash` with `value_form="votes"` (parents are
+        squashed weighted sums of votes), else `None`."""
+        return self.squash if self.value_form == "votes" else None
 
     def build_router(self, input_shape):
         children_shape, activations_shape = self._split_shapes(input_shape)

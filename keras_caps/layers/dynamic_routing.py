@@ -11,10 +11,6 @@ from keras_caps.validation import check_positive_int
 from keras_caps.validation import serialize_regularizers_and_constraints
 from keras_caps.validation import set_regularizers_and_constraints
 
-# The arguments of the hybrid, which `DynamicRouting` took before
-# `HybridRouting` existed; a saved config with them loads as the hybrid.
-HYBRID_ARGUMENTS = ("attention", "attention_weight", "attention_initializer")
-
 
 @keras_caps_export("keras_caps.layers.DynamicRouting")
 class DynamicRouting(Router):
@@ -119,9 +115,9 @@ class DynamicRouting(Router):
     - [Sabour et al., 2017](https://arxiv.org/abs/1710.09829)
     """
 
-    legacy_weights_without_temperature = True
-    legacy_couplings_layout = True
+    keys_since_contract = ("temperature", "couplings_layout")
     coupling_options = COUPLINGS
+    vote_squash = "sabour"  # Sabour et al. 2017, Eq. 1.
 
     def __init__(self, num_capsules, capsule_dim, num_iterations=3,
                  stop_inner_gradients=False, leaky=False, use_bias=False,
@@ -129,16 +125,6 @@ class DynamicRouting(Router):
                  kernel_regularizer=None, bias_regularizer=None,
                  kernel_constraint=None, bias_constraint=None,
                  temperature=1.0, **kwargs):
-        if kwargs.get("attention") is not None:
-            raise ValueError(
-                "`DynamicRouting` no longer takes `attention`: the hybrid "
-                "of routing-by-agreement and attention is "
-                "`keras_caps.layers.HybridRouting(attention=...)`. "
-                f"Received: attention={kwargs['attention']!r}")
-        # A config saved before `HybridRouting` (also of a subclass) holds
-        # the hybrid's arguments with `attention=None`.
-        for name in HYBRID_ARGUMENTS:
-            kwargs.pop(name, None)
         num_iterations = check_positive_int("num_iterations", num_iterations)
         check_bool("stop_inner_gradients", stop_inner_gradients)
         check_bool("leaky", leaky)
@@ -233,8 +219,7 @@ class DynamicRouting(Router):
             agreement=[_router_layout(a) for a in logit_passes],
             parents=parent_passes,
             votes=(ops.transpose(live_votes, (0, 2, 1, 3)) if keep_passes
-                   else None),
-            extras={"legacy_couplings": couplings_passes[-1]})
+                   else None))
 
     def extra_logits(self, inputs, wide_votes):
         """A term added to the routing logits in every iteration, or `None`.
@@ -261,20 +246,12 @@ class DynamicRouting(Router):
             ops.concatenate([leak, logits], axis=1), 1, training)
         return couplings[:, 1:, :]
 
-    def legacy_couplings(self, passes):
-        # (b, j, i), in the compute dtype
-        return ops.cast(passes.extras["legacy_couplings"],
-                        passes.outputs.dtype)
-
     def compute_output_shape(self, input_shape):
         self._check_input_shape(input_shape)
         return (input_shape[0], self.num_capsules, self.capsule_dim)
 
     def compute_couplings_shape(self, input_shape):
         return (input_shape[0], 1, input_shape[1], self.num_capsules)
-
-    def compute_legacy_couplings_shape(self, input_shape):
-        return (input_shape[0], self.num_capsules, input_shape[1])
 
     def _check_input_shape(self, input_shape):
         input_shape = tuple(input_shape)
@@ -311,19 +288,6 @@ class DynamicRouting(Router):
         config.update(
             serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        if cls is DynamicRouting and config.get("attention") is not None:
-            # Saved as `DynamicRouting(attention=...)`, before the hybrid
-            # was its own class.
-            from keras_caps.layers.hybrid_routing import LegacyHybridRouting
-
-            return LegacyHybridRouting.from_config(config)
-        if cls is DynamicRouting:
-            config = {key: value for key, value in config.items()
-                      if key not in HYBRID_ARGUMENTS}
-        return super().from_config(config)
 
     def multiply_adds(self, input_shape):
         """Multiply–adds per example (`Router.multiply_adds`).

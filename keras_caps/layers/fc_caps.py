@@ -103,8 +103,8 @@ class FCCaps(Router):
             prior=(prior_regularizer, prior_constraint))
         self.input_spec = keras.InputSpec(ndim=3)
 
-    legacy_weights_without_temperature = True
-    legacy_couplings_layout = True
+    keys_since_contract = ("temperature", "couplings_layout")
+    vote_squash = "efficient"  # Mazzia et al. 2021.
 
     def build_router(self, input_shape):
         self.compute_output_shape(input_shape)  # Checks the rank.
@@ -160,13 +160,7 @@ class FCCaps(Router):
                                        1)],
             agreement=[ops.expand_dims(ops.transpose(agreement, (0, 2, 1)),
                                        1)],
-            votes=ops.transpose(votes, (0, 2, 1, 3)) if keep_passes else None,
-            extras={"legacy_couplings": couplings})
-
-    def legacy_couplings(self, passes):
-        # (b, j, i), in the compute dtype
-        return ops.cast(passes.extras["legacy_couplings"],
-                        passes.outputs.dtype)
+            votes=ops.transpose(votes, (0, 2, 1, 3)) if keep_passes else None)
 
     def compute_output_shape(self, input_shape):
         if len(input_shape) != 3:
@@ -178,9 +172,6 @@ class FCCaps(Router):
 
     def compute_couplings_shape(self, input_shape):
         return (input_shape[0], 1, input_shape[1], self.num_capsules)
-
-    def compute_legacy_couplings_shape(self, input_shape):
-        return (input_shape[0], self.num_capsules, input_shape[1])
 
     def get_config(self):
         config = super().get_config()

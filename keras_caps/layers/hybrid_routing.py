@@ -82,9 +82,8 @@ class HybridRouting(DynamicRouting):
     - [Velickovic et al., 2018](https://arxiv.org/abs/1710.10903)
     """
 
-    # It never existed without the temperature nor with another layout.
-    legacy_weights_without_temperature = False
-    legacy_couplings_layout = False
+    # Added with the router contract: no config of before holds it.
+    keys_since_contract = ()
 
     def __init__(self, num_capsules, capsule_dim, attention="bilinear",
                  attention_weight=0.0,
@@ -207,27 +206,3 @@ class HybridRouting(DynamicRouting):
             return count + (num_inputs * input_dim + pairs) * self.capsule_dim
         return count + (pairs + (self.num_iterations - 1)
                         * self.num_capsules) * self.capsule_dim
-
-
-class LegacyHybridRouting(HybridRouting):
-    """A `HybridRouting` loaded from a file saved as `DynamicRouting`.
-
-    Before `HybridRouting` existed the hybrid was `DynamicRouting(
-    attention=...)`; Keras finds a layer's weights in a saved file by its
-    class name, so such a layer loads as this subclass, whose class name
-    is `DynamicRouting`. It routes exactly as `HybridRouting`, and saves
-    in the old form (`DynamicRouting` with `attention`), which loads as
-    this class again. Build new layers with `HybridRouting`.
-    """
-
-    legacy_couplings_layout = True
-
-
-LegacyHybridRouting.__name__ = "DynamicRouting"
-LegacyHybridRouting.__qualname__ = "DynamicRouting"
-# Saved under the old name; the name keeps deserializing to
-# `DynamicRouting`, whose `from_config` makes this class again.
-keras.saving.register_keras_serializable("keras_caps", "DynamicRouting")(
-    LegacyHybridRouting)
-keras.saving.register_keras_serializable("keras_caps", "DynamicRouting")(
-    DynamicRouting)

@@ -143,8 +143,7 @@ class InvertedAttentionRouting(Router):
         self._inverse_sqrt_dim = 1.0 / math.sqrt(capsule_dim)
         self._pose_side = math.isqrt(capsule_dim)
 
-    legacy_weights_without_temperature = True
-    legacy_couplings_layout = True
+    keys_since_contract = ("temperature", "couplings_layout")
 
     def build_router(self, input_shape):
         self._check_input_shape(input_shape)
@@ -228,8 +227,7 @@ class InvertedAttentionRouting(Router):
             outputs=self._from_state(states[-1][0]),
             couplings=[self._router_layout(c) for c in couplings],
             agreement=[self._router_layout(a) for a in agreement],
-            parents=[self._from_state(state) for state, _, _ in states],
-            extras={"legacy_couplings": couplings[-1]})
+            parents=[self._from_state(state) for state, _, _ in states])
 
     def _uniform_pass(self, votes):
         """Float32 couplings `1 / num_capsules` and zero agreement."""
@@ -245,11 +243,6 @@ class InvertedAttentionRouting(Router):
         return ops.reshape(couplings, (
             -1, 1, self._num_positions * self._num_children,
             self.num_capsules))
-
-    def legacy_couplings(self, passes):
-        couplings = ops.cast(passes.extras["legacy_couplings"],
-                             passes.outputs.dtype)
-        return self._public_couplings(couplings)
 
     # --- Routing steps, public for `InvertedAttentionRoutingStack` ------
 
@@ -440,14 +433,6 @@ class InvertedAttentionRouting(Router):
     def _from_state(self, state):
         return ops.reshape(state, (-1,) + self._output_shape_without_batch())
 
-    def _public_couplings(self, couplings):
-        if self.kernel_size is None:
-            return ops.squeeze(couplings, 1)  # (b, j, i)
-        out_height, out_width = self._output_size(self._built_input_shape())
-        return ops.reshape(couplings, (
-            -1, out_height, out_width, self.num_capsules, *self.kernel_size,
-            self._num_children // math.prod(self.kernel_size)))
-
     def _check_built_for(self, input_shape):
         if not self.built:
             raise ValueError(
@@ -553,13 +538,6 @@ class InvertedAttentionRouting(Router):
         if self.kernel_size is None:
             return None
         return tuple(self._output_size(input_shape))
-
-    def compute_legacy_couplings_shape(self, input_shape):
-        if self.kernel_size is None:
-            return (input_shape[0], self.num_capsules,
-                    math.prod(input_shape[1:-1]))
-        output_shape = self.compute_output_shape(input_shape)
-        return (*output_shape[:-1], *self.kernel_size, input_shape[3])
 
     def get_config(self):
         config = super().get_config()

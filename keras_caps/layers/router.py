@@ -1,7 +1,6 @@
 """The base class every routing layer shares."""
 
 import numbers
-import warnings
 
 import keras
 from keras import ops
@@ -13,15 +12,18 @@ from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 from keras_caps.validation import check_temperature
 
-# "unified": `(batch, heads, children, parents)` for every router. "legacy":
-# each router's layout before the contract, set when a file saved before it
-# loads, so a saved graph that reads the couplings keeps its shapes.
-COUPLINGS_LAYOUTS = ("unified", "legacy")
+# The couplings layout, `(batch, heads, children, parents)` for every router:
+# the `couplings_layout` config entry of the routers that had another one
+# before the router contract (see `Router.keys_since_contract`).
+COUPLINGS_LAYOUT = "unified"
 # The functions that turn tempered routing logits into couplings, for the
 # routers that offer them (`Router.coupling_options`).
 COUPLINGS = ("softmax", "sparsemax", "entmax15", "sigmoid", "gumbel_softmax")
 # What `coupling="gumbel_softmax"` does outside training.
 GUMBEL_INFERENCES = ("argmax", "softmax")
+# The end of the line refusing a file saved before the router contract.
+_NOT_LOADED = ("keras_caps 0.2.0 does not load such files: build the model "
+               "with keras_caps 0.2.0 and train it again.")
 
 
 @keras_caps_export("keras_caps.layers.Router")
@@ -41,15 +43,17 @@ class Router(keras.layers.Layer):
 
     - the routing **temperature**: a validated float argument, held after
       `build` in a non-trainable float32 variable (a callback can anneal it
-      during `fit` without retracing), in the config, and restored from
-      weight lists and files saved before it existed;
+      during `fit` without retracing) and in the config;
     - the **couplings output**: `layer(x, return_couplings=True)` returns
       `(outputs, couplings)` with couplings of shape `(batch, heads,
       children, parents)` (`heads = 1` for single-head routers) that sum to
       1 over the axis named by `normalization_axis`;
     - `routing_trace(x)`: the couplings and agreement logits of every
       routing pass, float32, in the same layout;
-    - the output spec, so the layer works on symbolic inputs.
+    - the output spec, so the layer works on symbolic inputs;
+    - refusing, with one line naming what wrote it, a config or weights
+      saved by keras_caps 0.1.0 before the router contract (see
+      `keys_since_contract`).
 
     Numerics follow one rule: agreements, logits and softmaxes are
     computed in float32 under mixed precision (cast the result back to the
@@ -104,9 +108,6 @@ class Router(keras.layers.Layer):
             first parent) or `"softmax"` (the tempered softmax).
         seed: int or `None`. Seed of the Gumbel noise, held by the layer
             in a `keras.random.SeedGenerator`. Defaults to `None`.
-        couplings_layout: `"unified"` (the default) or `"legacy"`, the
-            layout a router returned before this contract; set when a file
-            saved before it loads. Deprecated; do not pass it.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Example:
@@ -124,24 +125,30 @@ class Router(keras.layers.Layer):
     #: The couplings axis that sums to 1: `"parents"` (axis 3, each child
     #: splits itself between the parents) or `"children"` (axis 2).
     normalization_axis = "parents"
-    #: Whether files and weight lists saved before the router had a
-    #: temperature exist (they load with the temperature at its initial
-    #: value); new routers leave it `False`.
-    legacy_weights_without_temperature = False
-    #: Whether the router returned another couplings layout before the
-    #: unified one (files saved then keep it); new routers leave it `False`.
-    legacy_couplings_layout = False
+    #: For a router that existed before the router contract (keras_caps
+    #: 0.1.0): the config entries every config saved since holds and one
+    #: saved before lacks, `"temperature"` (added first) and, for a router
+    #: whose couplings had another layout then, `"couplings_layout"`
+    #: (`get_config` writes it). `from_config` refuses a config without
+    #: one of them. Routers added since leave it empty.
+    keys_since_contract = ()
     #: The `coupling` choices the router offers. A router offering more
     #: than `"softmax"` normalises with `normalize_couplings` and takes
     #: `training` in `compute_routing`.
     coupling_options = ("softmax",)
+    #: The squash (a `variant` of `keras_caps.ops.squash`) that makes the
+    #: parent capsules from the couplings-weighted sum of one vote per
+    #: child and parent, or `None` for a router whose parents are not such
+    #: sums (their lengths are activations, or there is no vote per child
+    #: and parent). The vote attack (Gu, Wu & Tresp 2021, section 3)
+    #: squashes each parent's mean vote with it.
+    vote_squash = None
 
     def __init__(self, num_capsules, capsule_dim, temperature=1.0,
-                 couplings_layout="unified", coupling="softmax",
-                 gumbel_inference="argmax", seed=None, **kwargs):
+                 coupling="softmax", gumbel_inference="argmax", seed=None,
+                 **kwargs):
         num_capsules = check_positive_int("num_capsules", num_capsules)
         capsule_dim = check_positive_int("capsule_dim", capsule_dim)
-        check_choice("couplings_layout", couplings_layout, COUPLINGS_LAYOUTS)
         initial_temperature = check_temperature("temperature", temperature)
         check_choice("coupling", coupling, self.coupling_options)
         check_choice("gumbel_inference", gumbel_inference, GUMBEL_INFERENCES)
@@ -151,7 +158,6 @@ class Router(keras.layers.Layer):
         self.capsule_dim = capsule_dim
         self._initial_temperature = initial_temperature
         self._temperature = None
-        self.couplings_layout = couplings_layout
         self.coupling = coupling
         self.gumbel_inference = gumbel_inference
         self.seed = seed
@@ -162,8 +168,8 @@ class Router(keras.layers.Layer):
 
     def build(self, input_shape):
         self.build_router(input_shape)
-        # Last of the layer's own weights: the files and weight lists
-        # saved before the temperature existed hold all the others first.
+        # Last of the layer's own weights (files of keras_caps 0.1.0 hold
+        # all the others, and are refused: see `load_own_variables`).
         self._temperature = self.add_weight(
             name="temperature", shape=(),
             initializer=keras.initializers.Constant(
@@ -297,30 +303,11 @@ class Router(keras.layers.Layer):
             f"`{type(self).__name__}` must implement `compute_routing`.")
 
     def routing_outputs(self, passes, return_couplings):
-        """What `call` returns: the outputs, and the last couplings if asked.
-
-        Under `couplings_layout="legacy"` the couplings take the router's
-        layout from before the unified one (`legacy_couplings`).
-        """
+        """What `call` returns: the outputs, and the last couplings if asked."""
         if not return_couplings:
             return passes.outputs
-        if self.couplings_layout == "legacy":
-            warnings.warn(
-                f"`{type(self).__name__}` {self.name!r} was saved before "
-                "the unified couplings layout and returns its couplings "
-                "in its old layout; build the layer anew (or pass "
-                "couplings_layout='unified' in its config) for "
-                "`(batch, heads, children, parents)`.",
-                DeprecationWarning, stacklevel=2)
-            return passes.outputs, self.legacy_couplings(passes)
         couplings = passes.couplings[-1]
         return passes.outputs, ops.cast(couplings, passes.outputs.dtype)
-
-    def legacy_couplings(self, passes):
-        """The couplings in the router's layout before the contract."""
-        raise ValueError(
-            f"`{type(self).__name__}` has no legacy couplings layout. "
-            "Received: couplings_layout='legacy'")
 
     def routing_trace(self, inputs, **call_kwargs):
         """Every routing pass, for diagnostics.
@@ -367,10 +354,6 @@ class Router(keras.layers.Layer):
         """
         return None
 
-    def compute_legacy_couplings_shape(self, input_shape):
-        """The couplings shape under `couplings_layout="legacy"`."""
-        return self.compute_couplings_shape(input_shape)
-
     def compute_output_spec(self, inputs, return_couplings=False,
                             **call_kwargs):
         input_shape = _shape_of(inputs)
@@ -378,10 +361,7 @@ class Router(keras.layers.Layer):
                                     dtype=self.compute_dtype)
         if not return_couplings:
             return outputs
-        if self.couplings_layout == "legacy":
-            shape = self.compute_legacy_couplings_shape(input_shape)
-        else:
-            shape = self.compute_couplings_shape(input_shape)
+        shape = self.compute_couplings_shape(input_shape)
         return outputs, keras.KerasTensor(shape, dtype=self.compute_dtype)
 
     # --- Saving ----------------------------------------------------------
@@ -391,8 +371,8 @@ class Router(keras.layers.Layer):
         config.update({"num_capsules": self.num_capsules,
                        "capsule_dim": self.capsule_dim,
                        "temperature": self.temperature})
-        if self.legacy_couplings_layout:
-            config["couplings_layout"] = self.couplings_layout
+        if "couplings_layout" in self.keys_since_contract:
+            config["couplings_layout"] = COUPLINGS_LAYOUT
         if self.offers_couplings:
             config.update({"coupling": self.coupling,
                            "gumbel_inference": self.gumbel_inference,
@@ -401,53 +381,44 @@ class Router(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        if cls.legacy_couplings_layout and "couplings_layout" not in config:
-            # Saved before the unified couplings: keep the old layout, so a
-            # saved graph that reads the couplings keeps its shapes.
-            config = {**config, "couplings_layout": "legacy"}
+        """As `Layer.from_config`; refuses a config of keras_caps 0.1.0.
+
+        Raises:
+            ValueError: the config was saved before the router contract:
+                it lacks one of `keys_since_contract`, or holds
+                `couplings_layout="legacy"` (the old layout, kept when a
+                file saved before the contract was saved again).
+        """
+        _check_saved_since_contract(cls, config)
+        config = {key: value for key, value in config.items()
+                  if key != "couplings_layout"}
         return super().from_config(config)
 
-    def _weights_before_temperature(self):
-        """The own weights a file saved before the temperature held."""
-        if (not self.legacy_weights_without_temperature
-                or self._temperature is None):
-            return None
-        own = self._trainable_variables + self._non_trainable_variables
-        if not own or own[-1] is not self._temperature:
-            return None
-        return own[:-1]
-
-    def set_weights(self, weights):
-        """As `Layer.set_weights`; a list from before the temperature loads.
-
-        Such a list (of a router that existed before the temperature: every
-        weight of the layer and its sublayers but the temperature, in
-        order, of the same shapes) keeps the current temperature.
-        """
-        if (self._weights_before_temperature() is not None
-                and len(weights) == len(self.weights) - 1):
-            index = [id(w) for w in self.weights].index(
-                id(self._temperature))
-            weights = list(weights)
-            completed = [*weights[:index],
-                         ops.convert_to_numpy(self._temperature),
-                         *weights[index:]]
-            if _shapes_match(completed, self.weights):
-                weights = completed
-        super().set_weights(weights)
-
     def load_own_variables(self, store):
-        before = self._weights_before_temperature()
-        saved = [store[f"{index}"] for index in range(len(store.keys()))]
-        if before is not None and len(saved) == len(before) and (
-                _shapes_match(saved, before)):
-            # Saved before the router had a temperature: every other
-            # variable is in the file, in the same order.
-            for variable, value in zip(before, saved):
-                variable.assign(value)
-            self._temperature.assign(self._initial_temperature)
-            return
+        """As `Layer.load_own_variables`; refuses weights of keras_caps 0.1.0.
+
+        A router that existed before its temperature saved every own
+        variable but the temperature (the last one); such weights are
+        refused with one line instead of Keras' count mismatch.
+        """
+        if self._saved_before_temperature(store):
+            raise ValueError(
+                f"The weights of `{type(self).__name__}` layer "
+                f"{self.name!r} were saved by keras_caps 0.1.0 before "
+                "routers had a temperature (every variable but "
+                f"`temperature`); {_NOT_LOADED}")
         super().load_own_variables(store)
+
+    def _saved_before_temperature(self, store):
+        """Whether `store` holds this router's own variables but the last,
+        its temperature, as a router of keras_caps 0.1.0 saved them."""
+        own = self._trainable_variables + self._non_trainable_variables
+        if (not self.keys_since_contract or not own
+                or own[-1] is not self._temperature
+                or len(store.keys()) != len(own) - 1):
+            return False
+        saved = [store[f"{index}"] for index in range(len(own) - 1)]
+        return _shapes_match(saved, own[:-1])
 
     # --- Cost ------------------------------------------------------------
 
@@ -491,6 +462,26 @@ def _check_seed(seed):
             "Received an invalid value for `seed`, expected None or a "
             f"non-negative integer. Received: seed={seed!r}")
     return int(seed)
+
+
+def _check_saved_since_contract(cls, config):
+    """Raises a one-line `ValueError` for a router config of keras_caps
+    0.1.0 saved before the router contract (see `from_config`)."""
+    missing = [key for key in cls.keys_since_contract if key not in config]
+    layout = config.get("couplings_layout", COUPLINGS_LAYOUT)
+    if missing:
+        named = [f"`{key}`" for key in missing]
+        evidence = (f"no {named[0]}" if len(named) == 1 else
+                    f"neither {', '.join(named[:-1])} nor {named[-1]}")
+    elif layout != COUPLINGS_LAYOUT:
+        evidence = (f"`couplings_layout={layout!r}`, the layout of such a "
+                    "file")
+    else:
+        return
+    raise ValueError(
+        f"The `{cls.__name__}` layer {config.get('name')!r} was saved by "
+        "keras_caps 0.1.0 before the router contract (its config has "
+        f"{evidence}); {_NOT_LOADED}")
 
 
 def _shapes_match(values, variables):

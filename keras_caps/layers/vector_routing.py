@@ -1,5 +1,4 @@
 import math
-import warnings
 
 import keras
 from keras import ops
@@ -80,8 +79,7 @@ class VectorRouting(Router):
             `False`.
         return_credit: bool. Also return the signed credit `phi` of the
             last iteration, `(batch, num_inputs, num_capsules)`. Defaults
-            to `None` (`False`). `return_credit_assignments` is a
-            deprecated alias.
+            to `False`.
 
     Returns:
         The outputs; with `return_couplings` and/or `return_credit`, a
@@ -130,8 +128,7 @@ class VectorRouting(Router):
         self.supports_masking = True
         self.input_spec = keras.InputSpec(ndim=3)
 
-    legacy_weights_without_temperature = True
-    legacy_couplings_layout = True
+    keys_since_contract = ("temperature", "couplings_layout")
 
     def build_router(self, input_shape):
         input_dim = self._check_input_shape(input_shape)
@@ -205,10 +202,7 @@ class VectorRouting(Router):
             constraint=self.bias_constraint)
 
     def call(self, inputs, mask=None, routing_mask=None,
-             return_couplings=False, return_credit=None,
-             return_credit_assignments=None):
-        return_credit = _return_credit(return_credit,
-                                       return_credit_assignments)
+             return_couplings=False, return_credit=False):
         passes = self.compute_routing(inputs, mask=mask,
                                       routing_mask=routing_mask)
         results = self.routing_outputs(passes, return_couplings)
@@ -326,9 +320,6 @@ class VectorRouting(Router):
         total_credit = ops.sum(credit, axis=1)  # (b, j)
         return outputs + total_credit[..., None] * self.vote_bias
 
-    def legacy_couplings(self, passes):
-        return passes.extras["credit"]  # the flag returned `phi` then
-
     def _expectation_step(self, inputs, outputs, allowed):
         """Float32 shares `R` and log-similarities `S`, both (b, i, j).
 
@@ -434,10 +425,7 @@ class VectorRouting(Router):
         return (input_shape[0], self.num_capsules, self.capsule_dim)
 
     def compute_output_spec(self, inputs, mask=None, routing_mask=None,
-                            return_couplings=False, return_credit=None,
-                            return_credit_assignments=None):
-        return_credit = _return_credit(return_credit,
-                                       return_credit_assignments)
+                            return_couplings=False, return_credit=False):
         self._check_masks(inputs.shape, mask, routing_mask)
         results = super().compute_output_spec(
             inputs, return_couplings=return_couplings)
@@ -445,16 +433,14 @@ class VectorRouting(Router):
             return results
         if not isinstance(results, tuple):
             results = (results,)
+        # phi: (batch, num_inputs, num_capsules)
         credit = keras.KerasTensor(
-            self.compute_legacy_couplings_shape(inputs.shape),
+            (inputs.shape[0], inputs.shape[1], self.num_capsules),
             dtype=self.compute_dtype)
         return (*results, credit)
 
     def compute_couplings_shape(self, input_shape):
         return (input_shape[0], 1, input_shape[1], self.num_capsules)
-
-    def compute_legacy_couplings_shape(self, input_shape):
-        return (input_shape[0], input_shape[1], self.num_capsules)
 
     def compute_mask(self, inputs, mask=None):
         # The outputs are a set of capsules, none of them padding.
@@ -502,25 +488,6 @@ class VectorRouting(Router):
 
 def _normal(stddev):
     return keras.initializers.RandomNormal(stddev=stddev)
-
-
-def _return_credit(return_credit, return_credit_assignments):
-    """Resolves `return_credit` and its deprecated alias to a bool."""
-    if return_credit_assignments is None:
-        return bool(return_credit)
-    warnings.warn(
-        "`VectorRouting`'s call argument `return_credit_assignments` is "
-        "deprecated; pass `return_credit` instead (same behaviour).",
-        DeprecationWarning, stacklevel=3)
-    if (return_credit is not None
-            and bool(return_credit) != bool(return_credit_assignments)):
-        raise ValueError(
-            "`return_credit` and its deprecated alias "
-            "`return_credit_assignments` disagree; pass only "
-            "`return_credit`. Received: "
-            f"return_credit={return_credit!r}, "
-            f"return_credit_assignments={return_credit_assignments!r}")
-    return bool(return_credit_assignments)
 
 
 def _check_bool_tensor(name, value):

@@ -14,6 +14,9 @@ left half-written:
   `UnreadableRecordError` naming the file.
 - `check_output_path`: a file a command writes at a path the user names
   (`--output`) carries the command's mark; anything else is refused.
+- `is_keras_caps_export`, `check_export_target`: an export's manifest
+  lists every file it holds; only an unchanged export of keras_caps is
+  ever replaced.
 
 It imports nothing else from keras_caps: training, evaluation, export,
 visualization and the command line build on it.
@@ -23,6 +26,8 @@ from keras_caps.runs.atomic_files import save_model_atomically
 from keras_caps.runs.atomic_files import write_atomically
 from keras_caps.runs.atomic_files import write_json_atomically
 from keras_caps.runs.atomic_files import write_text_atomically
+from keras_caps.runs.export_manifest import check_export_target
+from keras_caps.runs.export_manifest import is_keras_caps_export
 from keras_caps.runs.output_files import WRITTEN_BY
 from keras_caps.runs.output_files import check_output_path
 from keras_caps.runs.record_files import UnreadableRecordError

@@ -129,7 +129,7 @@ class RunFolder:
         only what it wrote (see `is_keras_caps_export`); otherwise nothing
         at all is deleted and a `ValueError` names it.
         """
-        from keras_caps.export.saved_model import is_keras_caps_export
+        from keras_caps.runs.export_manifest import is_keras_caps_export
 
         export = os.path.join(self.path, "export")
         if (os.path.lexists(export) and not (

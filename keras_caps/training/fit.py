@@ -43,13 +43,13 @@ from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.user_dataset import resolve_user_dataset
 from keras_caps.datasets.viewpoints import TEST_SPLITS as VIEWPOINT_TEST_SPLITS
 from keras_caps.diagnostics import find_routers
-from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
-from keras_caps.export import is_keras_caps_export
 from keras_caps.inference import check_pixel_range
 from keras_caps.inference import load_model_file
 from keras_caps.inference.class_names import CLASS_NAMES_FILE
 from keras_caps.inference.class_names import write_class_names
+from keras_caps.runs import check_export_target
+from keras_caps.runs import is_keras_caps_export
 from keras_caps.runs.atomic_files import save_model_atomically
 from keras_caps.runs.atomic_files import write_json_atomically
 from keras_caps.runs.record_files import UnreadableRecordError

@@ -14,8 +14,6 @@ numbers behind each figure.
   swept over -0.25..0.25 (Sabour et al., Figure 4).
 - `plot_routing_maps`: coupling coefficients of `FCCaps`, `DynamicRouting`
   and other routing layers for one input.
-- `routing_diagnostics` and `routing_layer_diagnostics`: the routing
-  statistics of `keras_caps.diagnostics`, also importable from here.
 - `plot_credit_overlays`: the credit of each image position for a class
   through `VectorRouting` layers, over the image.
 - `plot_training_curves`: loss and accuracy per epoch from `history.csv`.
@@ -24,10 +22,6 @@ numbers behind each figure.
 (`plot_to_file`).
 """
 
-# The routing statistics live in `keras_caps.diagnostics` (numbers, not
-# figures); these names stay for code written before they moved.
-from keras_caps.diagnostics import routing_diagnostics
-from keras_caps.diagnostics import routing_layer_diagnostics
 from keras_caps.visualization.capsule_perturbation_grid import PAPER_OFFSETS
 from keras_caps.visualization.capsule_perturbation_grid import (
     capsule_perturbations,

@@ -61,8 +61,7 @@ def routing_couplings(model, inputs, layer_name=None, position=None):
             f"inputs.shape={inputs.shape}")
     children = keras.Model(_inputs.image_input(model), layer.input)(
         inputs, training=False)
-    # The trace's couplings are in the `Router` layout whatever the layer's
-    # `couplings_layout` (a file saved before it keeps the old one).
+    # The trace's couplings are in the `Router` layout.
     couplings = layer.routing_trace(children)["couplings"][-1]
     # (heads, children, parents): the heads' mean, parents down.
     couplings = np.mean(_inputs.to_numpy(couplings)[0].astype("float32"),

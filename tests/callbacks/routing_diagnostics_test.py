@@ -6,8 +6,8 @@ import numpy as np
 
 from keras_caps import layers
 from keras_caps.callbacks import RoutingDiagnostics
+from keras_caps.diagnostics import routing_layer_diagnostics
 from keras_caps.testing import TestCase
-from keras_caps.visualization import routing_layer_diagnostics
 
 
 def _model():

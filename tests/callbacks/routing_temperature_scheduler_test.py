@@ -5,12 +5,12 @@ import os
 import keras
 import numpy as np
 
-from keras_caps.callbacks import ExponentialTemperatureDecay
 from keras_caps.callbacks import RoutingTemperatureScheduler
 from keras_caps.layers import DynamicRouting
 from keras_caps.layers import FCCaps
 from keras_caps.layers import InvertedAttentionRouting
 from keras_caps.layers import InvertedAttentionRoutingStack
+from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.testing import TestCase
 from tests.layers import reference
 

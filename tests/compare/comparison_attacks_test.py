@@ -7,8 +7,10 @@ import os
 import keras
 import numpy as np
 
+from keras_caps.compare import ComparisonSettings
 from keras_caps.compare import comparison
 from keras_caps.compare import comparison_attacks
+from keras_caps.compare import comparison_results
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attacks as attacks_lib
 from keras_caps.evaluation import predictions as predictions_lib
@@ -16,6 +18,7 @@ from keras_caps.evaluation import robustness
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from tests.compare.comparisons import run_comparison
 
 _ATTACKS = {"fgsm": [0.1], "pgd": [0.1], "pgd_steps": 1, "vote": True}
 _SEED = 7  # The evaluation seed; PGD's random starts: 7 + 6000.
@@ -45,21 +48,21 @@ class CompareAttacksTest(TestCase):
                       steps_per_epoch=1, batch_size=16, data_dir=data_dir,
                       evaluation_seed=_SEED, isolation="session",
                       reconstruction=False)
-        comparison.compare(["uniform", "cnn"], "mnist", **kwargs)
+        run_comparison(["uniform", "cnn"], "mnist", **kwargs)
         model_path = os.path.join(_folder(output_dir, "cnn"), "model.keras")
         trained = os.path.getmtime(model_path)
 
         # Attacks on the finished comparison (and BatchNorm statistics
         # adapted to each attacked set): evaluated, not retrained.
         kwargs["adapt_batchnorm"] = True
-        results = comparison.compare(["uniform", "cnn"], "mnist",
+        results = run_comparison(["uniform", "cnn"], "mnist",
                                      attacks=_ATTACKS, **kwargs)
         self.assertFalse(any(run["trained_now"] for run in results["models"]))
         self.assertEqual(os.path.getmtime(model_path), trained)
         keys = ["fgsm:0.1", "pgd:0.1", "pgd:0.5", "vote_pgd:0.1",
                 "transfer_pgd:0.1"]
-        self.assertEqual([key for key, _ in comparison.columns(
-            results["settings"])][1:], keys)
+        self.assertEqual([key for key, _ in comparison_results.columns(
+            ComparisonSettings.from_record(results["settings"]))][1:], keys)
 
         # Independently, with the attacks' own function: white-box PGD on
         # each model, and the CNN's PGD images classified by the other.
@@ -100,7 +103,8 @@ class CompareAttacksTest(TestCase):
         evaluation = comparison_attacks.with_transfer(
             results["models"][0]["evaluation"],
             comparison_attacks.transfer_record(
-                results["settings"], output_dir, "uniform", 0,
+                ComparisonSettings.from_record(results["settings"]),
+                output_dir, "uniform", 0,
                 comparison.run_dir))
         self.assertEqual(row["masking_checks"]["per_seed"],
                          [attack_checks.masking_checks(evaluation)])
@@ -122,7 +126,7 @@ class CompareAttacksTest(TestCase):
                  for router in ("uniform", "cnn")
                  for name in ("robustness.json", "transfer.json")]
         before = [os.path.getmtime(path) for path in files]
-        again = comparison.compare(["uniform", "cnn"], "mnist",
+        again = run_comparison(["uniform", "cnn"], "mnist",
                                    attacks=_ATTACKS, **kwargs)
         self.assertEqual([os.path.getmtime(path) for path in files], before)
         self.assertEqual(again["routers"]["uniform"]["accuracy"],
@@ -135,7 +139,7 @@ def _check_attack_subset(test, kwargs, output_dir):
     with every attack column, the transfer included, on the first 6 test
     images, and the masking checks' epsilon 0 their clean accuracy."""
     # PGD only (no FGSM, vote attack or large epsilon), to stay short.
-    results = comparison.compare(["uniform", "cnn"], "mnist", attacks={
+    results = run_comparison(["uniform", "cnn"], "mnist", attacks={
         "pgd": [0.1], "pgd_steps": 1, "large_epsilon": None,
         "attack_images": 6}, **kwargs)
     test.assertFalse(any(run["trained_now"] for run in results["models"]))

@@ -9,10 +9,13 @@ import keras
 import pytest
 
 from keras_caps import cli
+from keras_caps.compare import ComparisonSettings
+from keras_caps.compare import compared_models
 from keras_caps.compare import comparison
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from tests.compare.comparisons import run_comparison
 
 # Whether each model trains with a decoder, written out by hand: the
 # routers follow the comparison's `reconstruction`, the CNNs never have
@@ -28,9 +31,9 @@ _DECODERS = {
 
 
 def _settings(reconstruction):
-    return {"dataset": "mnist", "epochs": 1, "steps_per_epoch": 2,
-            "batch_size": 16, "validation": "holdout",
-            "reconstruction": reconstruction}
+    return ComparisonSettings(dataset="mnist", epochs=1, steps_per_epoch=2,
+                              batch_size=16, validation="holdout",
+                              reconstruction=reconstruction)
 
 
 @pytest.mark.single_backend
@@ -38,20 +41,20 @@ class CompareControlsTest(TestCase):
     def test_each_model_has_its_decoder(self):
         for reconstruction, expected in _DECODERS.items():
             for name, decoder in expected.items():
-                settings = comparison.training_settings(
-                    _settings(reconstruction), name, 0)
+                settings = _settings(reconstruction).training_settings(
+                    name, 0)
                 self.assertEqual(settings.reconstruction, decoder,
                                  (name, reconstruction))
                 self.assertEqual(settings.resolve().reconstruction,
                                  decoder)
-        self.assertEqual(comparison.COMPARED_MODELS["cnn_vectors_decoder"],
-                         comparison.COMPARED_MODELS["cnn_vectors"])
+        self.assertEqual(compared_models.COMPARED_MODELS["cnn_vectors_decoder"],
+                         compared_models.COMPARED_MODELS["cnn_vectors"])
 
     def test_default_models(self):
-        routers = [name for name in comparison.COMPARED_MODELS
+        routers = [name for name in compared_models.COMPARED_MODELS
                    if name.startswith(("self_attention", "dynamic"))]
         for reconstruction in (True, False):
-            names = comparison.default_models(reconstruction)
+            names = compared_models.default_models(reconstruction)
             self.assertNotIn("sabour_cnn", names)
             self.assertEqual("cnn_vectors_decoder" in names, reconstruction)
             for name in ("uniform", "cnn", "cnn_positions", "cnn_vectors",
@@ -72,7 +75,7 @@ class CompareControlsTest(TestCase):
                  r"'cnn_vectors_decoder' is the CNN ladder's step that adds "
                  r"the decoder.*--no-reconstruction.*reconstruction=False")):
             with self.assertRaisesRegex(ValueError, message):
-                comparison.compare(output_dir=output_dir, **kwargs)
+                run_comparison(output_dir=output_dir, **kwargs)
         self.assertFalse(os.path.exists(output_dir))
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr):
@@ -94,7 +97,7 @@ class CompareControlsTest(TestCase):
         with self.assertRaisesRegex(
                 ValueError, "'sabour_baseline_cnn' has no "
                 "`stem_normalization` option.*stem_normalization='group'"):
-            comparison.compare(
+            run_comparison(
                 ["cnn_positions", "cnn_vectors", "sabour_cnn"], "mnist",
                 output_dir=output_dir, seeds=[0], data_dir=data_dir,
                 stem_normalization="group")
@@ -107,7 +110,7 @@ class CompareControlsTest(TestCase):
             os.path.join(self.get_temp_dir(), "mnist"),
             synthetic_digits(40, seed=0), synthetic_digits(10, seed=1))
         output_dir = os.path.join(self.get_temp_dir(), "compare")
-        results = comparison.compare(
+        results = run_comparison(
             ["cnn_vectors"], "mnist", output_dir=output_dir, seeds=[0],
             epochs=1, steps_per_epoch=1, batch_size=8, data_dir=data_dir,
             corruptions={}, isolation="session")

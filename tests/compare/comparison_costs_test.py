@@ -4,7 +4,9 @@ router over seeds, and in the evaluation record (hand-made records)."""
 import keras
 import pytest
 
+from keras_caps.compare import ComparisonSettings
 from keras_caps.compare import comparison
+from keras_caps.compare import comparison_results
 from keras_caps.diagnostics.costs import cost_record
 
 
@@ -24,31 +26,31 @@ def _evaluation(multiply_adds=1000):
 def _run(router, seed, training_record, isolation="process",
          trained_before=False, multiply_adds=1000):
     return {"router": router, "seed": seed, "train_ms_per_step": 10.0,
-            **comparison._run_costs(training_record, isolation,
+            **comparison.run_costs(training_record, isolation,
                                     trained_before),
             "evaluation": _evaluation(multiply_adds)}
 
 
-_SETTINGS = {"routers": ["dynamic", "cnn"],
-             "corruptions": {"noise": [], "pixels": [], "occlusion": [],
-                             "affine": False}}
+_SETTINGS = ComparisonSettings(
+    ("dynamic", "cnn"), corruptions={"noise": [], "pixels": [],
+                                     "occlusion": [], "affine": False})
 
 
 @pytest.mark.single_backend
 def test_run_costs_from_metrics_records():
     record = {"steady_ms_per_step": 12.5, "steady_steps": 40,
               "peak_memory_mb": 900.0}
-    assert comparison._run_costs(record, "process", False) == {
+    assert comparison.run_costs(record, "process", False) == {
         "steady_ms_per_step": 12.5, "steady_steps": 40,
         "peak_memory_mb": 900.0, "peak_memory_per_model": True}
     # Session isolation: the process held the models before it too.
-    assert comparison._run_costs(record, "session", False)[
+    assert comparison.run_costs(record, "session", False)[
         "peak_memory_per_model"] is False
     # Trained by an earlier command: how is not known.
-    assert comparison._run_costs(record, "process", True)[
+    assert comparison.run_costs(record, "process", True)[
         "peak_memory_per_model"] is None
     # A record of an earlier keras_caps: nothing invented.
-    assert comparison._run_costs({}, "process", False) == {
+    assert comparison.run_costs({}, "process", False) == {
         "steady_ms_per_step": None, "steady_steps": 0,
         "peak_memory_mb": None, "peak_memory_per_model": True}
 
@@ -66,7 +68,7 @@ def test_aggregate_costs_over_seeds():
                         "peak_memory_mb": 600.0}, isolation="session"),
         _run("cnn", 1, {}, multiply_adds=None),
     ]
-    routers = comparison._aggregate(runs, _SETTINGS)
+    routers = comparison_results.aggregate(runs, _SETTINGS)
     dynamic, cnn = routers["dynamic"], routers["cnn"]
     assert dynamic["steady_ms_per_step"] == 12.0
     assert dynamic["steady_speed_seeds"] == [0, 1]

@@ -21,6 +21,7 @@ from keras_caps.evaluation import predictions as predictions_lib
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from tests.compare.comparisons import run_comparison
 
 
 def _two_best(row):
@@ -113,7 +114,7 @@ class CompareMultiMNISTTest(TestCase):
 
     def test_compare_scores_two_digits_clean_and_corrupted(self):
         output_dir = os.path.join(self.get_temp_dir(), "compare")
-        results = comparison.compare(
+        results = run_comparison(
             ["self_attention", "cnn"], "multi_mnist", output_dir=output_dir,
             seeds=[0], epochs=1, steps_per_epoch=1, batch_size=8,
             data_dir=self.data_dir, corruptions={"noise": [0.3],
@@ -207,7 +208,7 @@ class CompareMultiMNISTTest(TestCase):
                       partners_per_digit=2, attacks={"fgsm": [0.1]}),
                  "do not apply to MultiMNIST")):
             with self.assertRaisesRegex(ValueError, message):
-                comparison.compare(**arguments, **kwargs)
+                run_comparison(**arguments, **kwargs)
         self.assertFalse(os.path.exists(output_dir))
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr):

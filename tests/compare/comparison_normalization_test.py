@@ -15,6 +15,7 @@ from keras_caps.evaluation import predictions
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from tests.compare.comparisons import run_comparison
 
 
 def _tiny_mnist(folder):
@@ -40,7 +41,7 @@ class CompareNormalizationTest(TestCase):
                       steps_per_epoch=2, batch_size=8, data_dir=data_dir,
                       corruptions={"noise": [0.3]}, evaluation_seed=7,
                       isolation="session")
-        results = comparison.compare(["cnn"], "mnist", adapt_batchnorm=True,
+        results = run_comparison(["cnn"], "mnist", adapt_batchnorm=True,
                                      **kwargs)
         settings = _read_json(os.path.join(output_dir, "compare.json"))
         self.assertIs(settings["adapt_batchnorm"], True)
@@ -73,7 +74,7 @@ class CompareNormalizationTest(TestCase):
         del settings["adapt_batchnorm"], settings["stem_normalization"]
         _write_json(os.path.join(output_dir, "compare.json"), settings)
         os.remove(os.path.join(folder, "predictions.npz"))
-        again = comparison.compare(["cnn"], "mnist", **kwargs)
+        again = run_comparison(["cnn"], "mnist", **kwargs)
         self.assertFalse(again["models"][0]["trained_now"])
         self.assertNotIn("adapted_accuracy", again["routers"]["cnn"])
         self.assertIn("majority_share", again["routers"]["cnn"])
@@ -84,7 +85,7 @@ class CompareNormalizationTest(TestCase):
         # Another stem is another set of models: refused, nothing written.
         with self.assertRaisesRegex(ValueError,
                                     "stem_normalization: 'batch' before"):
-            comparison.compare(["cnn"], "mnist", stem_normalization="group",
+            run_comparison(["cnn"], "mnist", stem_normalization="group",
                                **kwargs)
         self.assertEqual(
             _read_json(os.path.join(output_dir, "compare.json")), settings)

@@ -11,13 +11,16 @@ import numpy as np
 import pytest
 
 from keras_caps import cli
+from keras_caps.compare import ComparisonSettings
 from keras_caps.compare import comparison
 from keras_caps.compare import comparison_process
+from keras_caps.compare import comparison_settings
 from keras_caps.compare.shards import check_workers
 from keras_caps.compare.shards import parse_shard
 from keras_caps.compare.shards import shard_models
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from tests.compare.comparisons import run_comparison
 
 pytestmark = pytest.mark.single_backend
 
@@ -210,7 +213,7 @@ def test_two_concurrent_shards_fill_one_comparison(tmp_path):
     model_path = os.path.join(
         comparison.run_dir(str(output_dir), "cnn", 1), "model.keras")
     modified = os.path.getmtime(model_path)
-    again = comparison.compare(
+    again = run_comparison(
         ["cnn"], "mnist", output_dir=str(output_dir), seeds=[0, 1],
         epochs=1, steps_per_epoch=2, batch_size=8, reconstruction=False,
         data_dir=data_dir, corruptions={"noise": [0.3]},
@@ -234,19 +237,19 @@ def test_a_comparison_target_is_checked_recorded_and_handed_on(tmp_path):
             (dict(shard="2/1"), "shard=2/1"),
             (dict(workers=2, isolation="session"), "isolation='session'")):
         with pytest.raises(ValueError, match=message):
-            comparison.compare(["cnn"], "mnist", output_dir=output_dir,
+            run_comparison(["cnn"], "mnist", output_dir=output_dir,
                                **kwargs)
     assert not os.path.exists(output_dir)
-    settings = comparison._check_settings(
+    settings = comparison_settings.check_settings(
         ["dynamic", "cnn"], "mnist", [0], 3, 2, 8, "holdout", True, None,
         1234, until_accuracy=0.9)
     assert settings["until_accuracy"] == 0.9
-    assert comparison.training_settings(
-        settings, "cnn", 0).until_accuracy == 0.9
+    assert ComparisonSettings.from_record(settings).training_settings(
+        "cnn", 0).until_accuracy == 0.9
     # Without a target, compare.json is as before (no key): older
     # comparisons resume.
-    settings = comparison._check_settings(
+    settings = comparison_settings.check_settings(
         ["cnn"], "mnist", [0], 3, 2, 8, "holdout", True, None, 1234)
     assert "until_accuracy" not in settings
-    assert comparison.training_settings(
-        settings, "cnn", 0).until_accuracy is None
+    assert ComparisonSettings.from_record(settings).training_settings(
+        "cnn", 0).until_accuracy is None

@@ -1,3 +1,4 @@
+
 """The comparison table's intervals, tests and marks, from hand-made runs
 and per-image predictions (no training), against SciPy."""
 
@@ -9,7 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from keras_caps.compare import ComparisonSettings
 from keras_caps.compare import comparison
+from keras_caps.compare import comparison_results
 from keras_caps.compare import comparison_significance as significance
 
 pytestmark = pytest.mark.single_backend
@@ -37,12 +40,12 @@ def _right(first, count):
 
 
 def _settings(seeds):
-    return {"routers": list(_RIGHT), "dataset": "mnist", "seeds": seeds,
-            "epochs": 1, "steps_per_epoch": 2, "batch_size": 16,
-            "validation": "holdout", "reconstruction": True,
-            "corruptions": {"noise": [0.2], "pixels": [], "occlusion": [],
-                            "affine": False},
-            "evaluation_seed": 1234, "data": None}
+    return ComparisonSettings(
+        tuple(_RIGHT), "mnist", seeds=seeds, epochs=1, steps_per_epoch=2,
+        batch_size=16, validation="holdout", reconstruction=True,
+        corruptions={"noise": [0.2], "pixels": [], "occlusion": [],
+                     "affine": False},
+        evaluation_seed=1234, data=None)
 
 
 def _runs(folder, seeds, predictions=True):
@@ -281,9 +284,9 @@ def test_accuracy_intervals_are_cut_at_zero_and_one():
     values = [0.0, 0.0, 0.3]
     half = scipy_stats.t.ppf(0.975, 2) * np.std(values, ddof=1) / 3**0.5
     assert 0.1 - half < 0
-    cell = comparison._mean_std(values)
+    cell = comparison_results.mean_std(values)
     assert cell["low"] == 0.0
     np.testing.assert_allclose(cell["high"], 0.1 + half)
-    cell = comparison._mean_std([1.0, 1.0, 0.7])
+    cell = comparison_results.mean_std([1.0, 1.0, 0.7])
     assert cell["high"] == 1.0
     np.testing.assert_allclose(cell["low"], 0.9 - half)

@@ -18,6 +18,7 @@ from keras_caps.evaluation import corruptions
 from keras_caps.testing import TestCase
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
+from tests.compare.comparisons import run_comparison
 
 _CORRUPTIONS = {"noise": [0.3], "occlusion": [10]}
 
@@ -48,7 +49,7 @@ class CompareTest(TestCase):
                       steps_per_epoch=2, batch_size=16, data_dir=data_dir,
                       corruptions=_CORRUPTIONS, evaluation_seed=7,
                       isolation="session")
-        results = comparison.compare(["self_attention", "cnn"], "mnist",
+        results = run_comparison(["self_attention", "cnn"], "mnist",
                                      **kwargs)
         for name in ("compare.json", "results.md", "results.csv",
                      "results.json", "accuracy_vs_severity.png"):
@@ -98,7 +99,7 @@ class CompareTest(TestCase):
         model_path = os.path.join(comparison.run_dir(output_dir, "cnn", 1),
                                   "model.keras")
         modified = os.path.getmtime(model_path)
-        again = comparison.compare(["self_attention", "cnn"], "mnist",
+        again = run_comparison(["self_attention", "cnn"], "mnist",
                                    **kwargs)
         self.assertFalse(any(run["trained_now"] for run in again["models"]))
         self.assertEqual(os.path.getmtime(model_path), modified)
@@ -106,17 +107,17 @@ class CompareTest(TestCase):
                          results["routers"]["cnn"]["accuracy"])
         # Another set of routers with the same recipe: reported from the
         # finished models, none trained again.
-        subset = comparison.compare(["cnn"], "mnist", **kwargs)
+        subset = run_comparison(["cnn"], "mnist", **kwargs)
         self.assertEqual(list(subset["routers"]), ["cnn"])
         self.assertFalse(any(run["trained_now"] for run in subset["models"]))
         self.assertEqual(os.path.getmtime(model_path), modified)
-        comparison.compare(["self_attention", "cnn"], "mnist", **kwargs)
+        run_comparison(["self_attention", "cnn"], "mnist", **kwargs)
 
         # Other settings in the same folder: refused, nothing overwritten.
         with open(os.path.join(output_dir, "compare.json")) as file:
             settings = file.read()
         with self.assertRaisesRegex(ValueError, "other settings.*seeds"):
-            comparison.compare(["self_attention", "cnn"], "mnist",
+            run_comparison(["self_attention", "cnn"], "mnist",
                                **{**kwargs, "seeds": [0, 1, 2]})
         with open(os.path.join(output_dir, "compare.json")) as file:
             self.assertEqual(file.read(), settings)
@@ -162,7 +163,7 @@ class CompareTest(TestCase):
                 record["train_steps_this_run"] = steps
             with open(metrics_path(router, seed), "w") as file:
                 json.dump(record, file)
-        again = comparison.compare(["self_attention", "cnn"], "mnist",
+        again = run_comparison(["self_attention", "cnn"], "mnist",
                                    **kwargs)
         self.assertAllClose(again["routers"]["self_attention"]
                             ["train_ms_per_step"], (1500 + 1000) / 2)
@@ -176,7 +177,7 @@ class CompareTest(TestCase):
         del record["train_steps_this_run"]
         with open(metrics_path("cnn", 0), "w") as file:
             json.dump(record, file)
-        again = comparison.compare(["self_attention", "cnn"], "mnist",
+        again = run_comparison(["self_attention", "cnn"], "mnist",
                                    **kwargs)
         self.assertIsNone(again["routers"]["cnn"]["train_ms_per_step"])
         with open(os.path.join(output_dir, "results.md")) as file:
@@ -200,10 +201,10 @@ class CompareTest(TestCase):
         # robustness.json is compare's own, derived data: computed again.
         folder = comparison.run_dir(output_dir, "cnn", 0)
         evaluation = os.path.join(folder, "robustness.json")
-        before = comparison.compare(["cnn"], "mnist", **kwargs)
+        before = run_comparison(["cnn"], "mnist", **kwargs)
         corrupt(evaluation)
         with self.assertLogs(level="WARNING") as logs:
-            after = comparison.compare(["cnn"], "mnist", **kwargs)
+            after = run_comparison(["cnn"], "mnist", **kwargs)
         self.assertIn(repr(evaluation), "\n".join(logs.output))
         self.assertEqual(after["routers"]["cnn"]["accuracy"],
                          before["routers"]["cnn"]["accuracy"])
@@ -218,7 +219,7 @@ class CompareTest(TestCase):
                  "use another --output-dir")):
             content = corrupt(path)
             with self.assertRaisesRegex(ValueError, "unreadable") as raised:
-                comparison.compare(["cnn"], "mnist", **kwargs)
+                run_comparison(["cnn"], "mnist", **kwargs)
             self.assertIn(repr(path), str(raised.exception))
             self.assertIn(advice, str(raised.exception))
             self.assertNotIn("\n", str(raised.exception))
@@ -254,14 +255,14 @@ class CompareTest(TestCase):
                 r"data: t10k-images-idx3-ubyte.gz: \d+ bytes, SHA-256 "
                 r"[0-9a-f]{12}\.\.\. then; \d+ bytes, SHA-256 "
                 r"[0-9a-f]{12}\.\.\. now; "):
-            comparison.compare(["self_attention", "cnn", "dynamic"],
+            run_comparison(["self_attention", "cnn", "dynamic"],
                                "mnist", **{**kwargs, "data_dir": other})
         # The same files in another folder are the same data: resumed,
         # nothing trained or evaluated again.
         moved = os.path.join(self.get_temp_dir(), "moved")
         shutil.copytree(data_dir, moved)
         with mock.patch.object(comparison, "train_and_evaluate") as trained:
-            again = comparison.compare(["cnn"], "mnist",
+            again = run_comparison(["cnn"], "mnist",
                                        **{**kwargs, "data_dir": moved})
         trained.assert_not_called()
         self.assertEqual(again["routers"]["cnn"]["accuracy"],
@@ -271,7 +272,7 @@ class CompareTest(TestCase):
         with self.assertRaisesRegex(
                 ValueError, r"data: t10k-images-idx3-ubyte.gz: \d+ bytes, "
                 r"SHA-256 [0-9a-f]{12}\.\.\. then"):
-            comparison.compare(["self_attention", "cnn", "dynamic"],
+            run_comparison(["self_attention", "cnn", "dynamic"],
                                "mnist", **kwargs)
         self.assertFalse(os.path.exists(
             comparison.run_dir(output_dir, "dynamic", 0)))
@@ -287,7 +288,7 @@ class CompareTest(TestCase):
                       file)
         with self.assertRaisesRegex(
                 ValueError, "earlier keras_caps that did not record"):
-            comparison.compare(["self_attention", "cnn"], "mnist",
+            run_comparison(["self_attention", "cnn"], "mnist",
                                **{**kwargs, "output_dir": legacy})
         # A comparison that recorded its data by folder path (a development
         # version): refused with what to do, nothing overwritten.
@@ -298,7 +299,7 @@ class CompareTest(TestCase):
         with self.assertRaisesRegex(
                 ValueError, "records its data by folder path.*another "
                 "--output-dir"):
-            comparison.compare(["self_attention", "cnn"], "mnist",
+            run_comparison(["self_attention", "cnn"], "mnist",
                                **{**kwargs, "output_dir": legacy})
         with open(os.path.join(legacy, "compare.json")) as file:
             self.assertEqual(json.load(file), path_based)
@@ -332,7 +333,7 @@ class CompareTest(TestCase):
         for kwargs, error, message in cases:
             kwargs = {"routers": ["dynamic"], "dataset": "mnist", **kwargs}
             with self.assertRaisesRegex(error, message):
-                comparison.compare(output_dir=output_dir, **kwargs)
+                run_comparison(output_dir=output_dir, **kwargs)
         self.assertFalse(os.path.exists(output_dir))
 
     def test_records_a_tfds_dataset_by_name_and_version(self):
@@ -350,7 +351,7 @@ class CompareTest(TestCase):
                                           "TFDS_DATA_DIR": tfds_dir},
                              clear=True):
             with self.assertRaisesRegex(ValueError, "not prepared"):
-                comparison.compare(["cnn"], "mnist", **kwargs)
+                run_comparison(["cnn"], "mnist", **kwargs)
         with open(os.path.join(output_dir, "compare.json")) as file:
             data = json.load(file)["data"]
         self.assertEqual(data, {"tfds": {
@@ -362,7 +363,7 @@ class CompareTest(TestCase):
         with self.assertRaisesRegex(
                 ValueError, r"data: TFDS data then, IDX files of a data "
                 r"folder now"):
-            comparison.compare(["cnn"], "mnist",
+            run_comparison(["cnn"], "mnist",
                                **{**kwargs, "data_dir": data_dir})
 
     def test_refuses_a_backend_train_cannot_finish_on(self):
@@ -375,7 +376,7 @@ class CompareTest(TestCase):
                     ValueError, "`keras-caps compare`.* trains on the "
                     "TensorFlow, JAX or PyTorch backend.*"
                     "KERAS_BACKEND='numpy'"):
-                comparison.compare(["cnn"], "mnist", output_dir=output_dir,
+                run_comparison(["cnn"], "mnist", output_dir=output_dir,
                                    data_dir=data_dir, isolation="session")
         self.assertFalse(os.path.exists(output_dir))
 
@@ -385,7 +386,7 @@ class CompareTest(TestCase):
         with open(os.path.join(output_dir, "notes.txt"), "w") as file:
             file.write("mine")
         with self.assertRaisesRegex(ValueError, "not a comparison folder"):
-            comparison.compare(["cnn"], output_dir=output_dir)
+            run_comparison(["cnn"], output_dir=output_dir)
         self.assertEqual(os.listdir(output_dir), ["notes.txt"])
 
 

@@ -20,6 +20,7 @@ from keras_caps import cli
 from keras_caps.compare import comparison
 from keras_caps.compare import comparison_significance
 from keras_caps.testing import TestCase
+from tests.compare.comparisons import run_comparison
 from tests.datasets.smallnorb_viewpoints_test import AZIMUTHS
 from tests.datasets.smallnorb_viewpoints_test import CATEGORIES
 from tests.datasets.smallnorb_viewpoints_test import INDICES
@@ -42,7 +43,7 @@ class CompareViewpointsTest(TestCase):
     def test_familiar_and_novel_columns(self):
         output_dir = os.path.join(self.get_temp_dir(), "compare")
         with grid_mock():
-            results = comparison.compare(
+            results = run_comparison(
                 ["cnn"], "smallnorb", output_dir=output_dir, seeds=[0],
                 epochs=1, steps_per_epoch=1, batch_size=4,
                 isolation="session", viewpoints="azimuth",

@@ -4,7 +4,6 @@ from absl.testing import parameterized
 
 from keras_caps import diagnostics
 from keras_caps import layers
-from keras_caps import visualization
 from keras_caps.testing import TestCase
 from tests.layers import attention_routing_reference
 from tests.visualization import tiny_models
@@ -125,12 +124,6 @@ class RoutingDiagnosticsTest(TestCase):
             atol=1e-5, rtol=1e-5)
         self.assertLen(found["digit_caps"]["geometric_agreement"],
                        layer.num_iterations)
-
-    def test_the_visualization_names_are_the_same_functions(self):
-        self.assertIs(visualization.routing_diagnostics,
-                      diagnostics.routing_diagnostics)
-        self.assertIs(visualization.routing_layer_diagnostics,
-                      diagnostics.routing_layer_diagnostics)
 
     def test_bad_arguments(self):
         with self.assertRaisesRegex(ValueError, "`normalization`"):

@@ -3,8 +3,9 @@ passes on a sound record and fails on one built to break it."""
 
 import pytest
 
-from keras_caps.compare import comparison
+from keras_caps.compare import ComparisonSettings
 from keras_caps.compare import comparison_attacks
+from keras_caps.compare import comparison_results
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
 
@@ -102,6 +103,7 @@ def test_summary_table_and_mark_over_seeds():
                "fgsm": {"0.05": 0.80, "0.1": 0.55, "0.2": 0.60}}
     settings = {"attacks": attack_evaluation.check_attacks(
         {"fgsm": [0.05, 0.1, 0.2], "pgd": [0.1]})}
+    settings = ComparisonSettings.from_record(settings)
     rows = {name: comparison_attacks.masking_summary(evaluations, settings)
             for name, evaluations in (("dynamic", [_sound(), failing]),
                                       ("cnn", [_sound(), _sound()]))}
@@ -121,7 +123,8 @@ def test_summary_table_and_mark_over_seeds():
     assert lines[-2:] == [
         "- dynamic: accuracy rises with epsilon (fgsm 0.1 -> 0.2: 0.5500 "
         "-> 0.6000)", "- dynamic: PGD at epsilon 0.5: 0.1500 > 0.1"]
-    assert comparison_attacks.masking_summary([_sound()], {}) == {}
+    assert comparison_attacks.masking_summary([_sound()],
+                                              ComparisonSettings()) == {}
 
 
 @pytest.mark.single_backend
@@ -190,5 +193,6 @@ def test_accuracy_against_epsilon_series(tmp_path):
     assert comparison_attacks.plot_accuracy_vs_epsilon(
         results, str(tmp_path / "none.png")) is None
     assert not (tmp_path / "none.png").exists()
-    assert [key for key, _ in comparison.columns(settings)] == [
+    assert [key for key, _ in comparison_results.columns(
+        ComparisonSettings.from_record(settings))] == [
         "clean", "noise:0.1"]

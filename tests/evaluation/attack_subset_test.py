@@ -12,6 +12,7 @@ from scipy import stats as scipy_stats
 
 from keras_caps import cli
 from keras_caps.applications import CNNBaseline
+from keras_caps.compare import ComparisonSettings
 from keras_caps.compare import comparison_significance as significance
 from keras_caps.evaluation import attack_checks
 from keras_caps.evaluation import attack_evaluation
@@ -290,7 +291,8 @@ def test_epsilon_zero_of_a_subset_is_its_clean_accuracy():
         {"clean": {"accuracy": clean}, "pgd": {"0.1": 0.2},
          "attacks": {"attack_images": 100, "clean_accuracy_subset": subset}}
         for clean, subset in ((0.60, 0.90), (0.70, 0.80))]
-    row = comparison_attacks.masking_summary(evaluations, settings)
+    row = comparison_attacks.masking_summary(
+        evaluations, ComparisonSettings.from_record(settings))
     assert row["attack_clean"]["per_seed"] == [0.90, 0.80]
     assert row["attack_clean"]["mean"] == pytest.approx(0.85)
     assert row["attack_clean"]["std"] == pytest.approx(
@@ -304,7 +306,7 @@ def test_epsilon_zero_of_a_subset_is_its_clean_accuracy():
     # Every image attacked: no such entry, the clean column is epsilon 0.
     del settings["attacks"]["attack_images"]
     assert "attack_clean" not in comparison_attacks.masking_summary(
-        evaluations, settings)
+        evaluations, ComparisonSettings.from_record(settings))
 
 
 @pytest.mark.single_backend

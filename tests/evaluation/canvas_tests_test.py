@@ -10,7 +10,8 @@ import pytest
 
 from keras_caps import cli
 from keras_caps.applications import CNNBaseline
-from keras_caps.compare import comparison
+from keras_caps.compare import ComparisonSettings
+from keras_caps.compare import comparison_results
 from keras_caps.datasets import affnist
 from keras_caps.evaluation import corruptions
 from keras_caps.evaluation import evaluate_robustness
@@ -180,8 +181,10 @@ class CanvasTestsTest(TestCase):
 @pytest.mark.single_backend
 def test_comparison_columns_name_the_affine_set():
     base = {"noise": [], "pixels": [], "occlusion": [], "affine": True}
-    assert comparison.columns({"corruptions": base})[-1] == (
+    assert comparison_results.columns(
+        ComparisonSettings(corruptions=base))[-1] == (
         "affine", "affine (generated)")
     real = {**base, "affnist_dir": "/data/affnist", "translated": True}
-    assert comparison.columns({"corruptions": real})[-2:] == [
+    assert comparison_results.columns(
+        ComparisonSettings(corruptions=real))[-2:] == [
         ("affine", "affNIST (Tieleman)"), ("translated", "translated")]

@@ -10,10 +10,10 @@ import pytest
 
 from keras_caps import cli
 from keras_caps.applications import EfficientCapsNet
-from keras_caps.export import check_export_target
 from keras_caps.export import export_inference_model
-from keras_caps.export import is_keras_caps_export
-from keras_caps.export.saved_model import MARKER
+from keras_caps.runs import check_export_target
+from keras_caps.runs import is_keras_caps_export
+from keras_caps.runs.export_manifest import MARKER
 from keras_caps.runs.run_folder import RunFolder
 from tests.folder_contents import folder_contents
 from tests.tiny_disk import tiny_disk

@@ -2,7 +2,6 @@
 command with one line naming the file (issue #27, defect 11)."""
 
 import os
-import warnings
 
 import keras
 import pytest
@@ -13,8 +12,6 @@ from keras_caps.inference.model_file_loading import check_application_model
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 
-LEGACY = os.path.join(os.path.dirname(os.path.dirname(__file__)),
-                      "legacy_models")
 _SHAPE = (16, 16, 1)
 
 
@@ -126,12 +123,3 @@ def _check_with_a_rewired_copy(model):
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_application_models_pass_rewired_copies_do_not(name):
     _check_with_a_rewired_copy(BUILDERS[name]())
-
-
-@pytest.mark.single_backend
-def test_legacy_models_pass_rewired_copies_do_not():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        for name in ("efficient_capsnet_16x16.keras", "every_layer.keras"):
-            _check_with_a_rewired_copy(
-                keras.saving.load_model(os.path.join(LEGACY, name)))

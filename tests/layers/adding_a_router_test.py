@@ -24,7 +24,7 @@ CHECKS = """
 import keras, numpy as np
 from keras_caps import diagnostics, visualization
 from keras_caps.applications import CapsuleClassifier
-from keras_caps.evaluation.comparison import COMPARED_MODELS
+from keras_caps.compare.compared_models import COMPARED_MODELS
 from keras_caps.layers.cosine_routing import CosineRouting
 from keras_caps.training import MODELS
 

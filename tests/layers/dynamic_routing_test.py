@@ -10,7 +10,6 @@ from keras_caps.layers import DynamicRouting
 from keras_caps.testing import TestCase
 from keras_caps.testing.test_case import value_and_gradients
 from tests.layers import routing_reference
-from tests.layers.legacy_layout import legacy_twin
 from tests.layers.weight_options import check_regularizers_and_constraints
 
 # The DigitCaps of Sabour et al.'s MNIST CapsNet: 1152 x 8 -> 10 x 16,
@@ -161,7 +160,7 @@ class DynamicRoutingTest(TestCase):
                                (True, expected_frozen)):
             layer = DynamicRouting(2, 3, stop_inner_gradients=stop)
             layer.build(u.shape)
-            layer.set_weights([kernel])
+            layer.kernel.assign(kernel)
             outputs, (_, kernel_gradient) = value_and_gradients(layer, u)
             # Same forward values either way.
             self.assertAllClose(
@@ -225,27 +224,11 @@ class DynamicRoutingTest(TestCase):
 
     @parameterized.named_parameters(("bilinear", "bilinear"),
                                     ("concat", "concat"))
-    def test_attention_points_to_hybrid_routing(self, attention):
+    def test_attention_is_not_an_argument(self, attention):
+        # The hybrid is `HybridRouting(attention=...)`.
         with self.assertRaisesRegex(
-                ValueError, "HybridRouting.*Received: attention="):
+                ValueError, "Unrecognized keyword arguments.*attention"):
             DynamicRouting(4, 4, attention=attention)
-
-    def test_legacy_couplings_layout(self):
-        # A config saved before the unified couplings (no
-        # `couplings_layout`) loads with the old (batch, parents, children)
-        # couplings, with a DeprecationWarning.
-        u = np.random.default_rng(7).normal(size=(3, 5, 4)).astype("float32")
-        layer = DynamicRouting(3, 2, leaky=True)
-        legacy, couplings, legacy_couplings = legacy_twin(self, layer, u)
-        # (batch, 1, children, parents) -> (batch, parents, children)
-        np.testing.assert_array_equal(legacy_couplings,
-                                      couplings[:, 0].transpose(0, 2, 1))
-        symbolic = legacy(keras.Input((5, 4)), return_couplings=True)
-        self.assertEqual(tuple(symbolic[1].shape), (None, 3, 5))
-        # The layout round trips; the trace keeps the unified layout.
-        self.assertEqual(legacy.get_config()["couplings_layout"], "legacy")
-        trace = legacy.routing_trace(u)
-        self.assertEqual(tuple(trace["couplings"][-1].shape), (3, 1, 5, 3))
 
     def test_bad_input_shapes(self):
         layer = DynamicRouting(3, 4)

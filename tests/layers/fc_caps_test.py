@@ -6,7 +6,6 @@ from keras_caps.layers import FCCaps
 from keras_caps.testing import TestCase
 from keras_caps.testing import value_and_gradients
 from tests.layers import reference
-from tests.layers.legacy_layout import legacy_twin
 from tests.layers.weight_options import check_regularizers_and_constraints
 
 
@@ -48,7 +47,8 @@ class FCCapsTest(TestCase):
         layer.build(u.shape)
         kernel = rng.normal(size=(3, 6, 4, 5)).astype("float32") * 0.5
         prior = rng.normal(size=(3, 6, 1)).astype("float32") * 0.1
-        layer.set_weights([kernel, prior])
+        layer.kernel.assign(kernel)
+        layer.prior.assign(prior)
         expected, expected_couplings = reference.fc_caps(
             u.astype("float64"), kernel, prior, scale_dim)
         outputs, couplings = layer(u, return_couplings=True)
@@ -74,19 +74,6 @@ class FCCapsTest(TestCase):
         outputs, couplings = FCCaps(5, 2)(inputs, return_couplings=True)
         self.assertEqual(tuple(outputs.shape), (None, 5, 2))
         self.assertEqual(tuple(couplings.shape), (None, 1, 7, 5))
-
-    def test_legacy_couplings_layout(self):
-        # A config saved before the unified couplings (no
-        # `couplings_layout`) loads with the old (batch, parents, children)
-        # couplings, with a DeprecationWarning.
-        u = np.random.default_rng(3).normal(size=(2, 7, 3)).astype("float32")
-        layer = FCCaps(5, 2, prior_initializer="random_normal")
-        legacy, couplings, legacy_couplings = legacy_twin(self, layer, u)
-        # (batch, 1, children, parents) -> (batch, parents, children)
-        np.testing.assert_array_equal(legacy_couplings,
-                                      couplings[:, 0].transpose(0, 2, 1))
-        symbolic = legacy(keras.Input((7, 3)), return_couplings=True)
-        self.assertEqual(tuple(symbolic[1].shape), (None, 5, 7))
 
     def test_default_initializer_matches_official_layout(self):
         # Keras treats the 4-D kernel like a conv kernel: fan_in is

@@ -169,74 +169,26 @@ class HybridRoutingTest(TestCase):
 
     @parameterized.named_parameters(("bilinear", "bilinear"),
                                     ("concat", "concat"))
-    def test_config_saved_as_dynamic_routing_loads_as_hybrid(self,
-                                                             attention):
-        # A config saved before `HybridRouting` existed: a
-        # `DynamicRouting` with the attention arguments, and no
-        # `couplings_layout` (those files had the old couplings layout).
-        options = {"num_iterations": 2, "leaky": True, "use_bias": True}
-        config = DynamicRouting(3, 2, **options).get_config()
+    def test_config_saved_as_dynamic_routing_is_refused(self, attention):
+        # Before `HybridRouting` (keras_caps 0.1.0, before the router
+        # contract) the hybrid was saved as a `DynamicRouting` with the
+        # attention arguments and no `couplings_layout`.
+        config = DynamicRouting(3, 2, name="old").get_config()
         del config["couplings_layout"]
-        config.update({
-            "attention": attention, "attention_weight": 0.3,
-            "attention_initializer": keras.initializers.serialize(
-                keras.initializers.RandomNormal(stddev=0.5))})
-        loaded = DynamicRouting.from_config(config)
-        # (A subclass whose class name keeps the saved file's paths.)
-        self.assertIsInstance(loaded, HybridRouting)
-        self.assertEqual(loaded.attention, attention)
-        self.assertEqual(loaded.attention_weight, 0.3)
-        self.assertEqual(loaded.couplings_layout, "legacy")
-        fresh = HybridRouting(3, 2, attention=attention,
-                              attention_weight=0.3, **options)
-        rng = np.random.default_rng(9)
-        u = rng.normal(size=(3, 5, 4)).astype("float32")
-        loaded.build(u.shape)
-        fresh.build(u.shape)
-        # The old weight list (kernel, bias, attention kernel and bias,
-        # lambda, temperature) is the hybrid's.
-        weights = [rng.normal(size=w.shape).astype("float32")
-                   for w in fresh.get_weights()]
-        weights[-2] = np.float32(0.3)  # lambda
-        weights[-1] = np.float32(1.0)  # temperature
-        fresh.set_weights(weights)
-        loaded.set_weights(weights)
-        # No hybrid was saved without the temperature: a list without it
-        # is an error, not a pre-temperature list.
-        with self.assertRaises(ValueError):
-            fresh.set_weights(weights[:-1])
-        self.assertAlmostEqual(loaded.attention_weight, 0.3, places=6)
-        np.testing.assert_array_equal(_numpy(loaded(u)), _numpy(fresh(u)))
-        # Saved before the unified layout: the couplings keep theirs,
-        # (batch, parents, children), with a DeprecationWarning.
-        _, couplings = fresh(u, return_couplings=True)
-        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
-            _, legacy = loaded(u, return_couplings=True)
-        np.testing.assert_array_equal(
-            _numpy(legacy), _numpy(couplings)[:, 0].transpose(0, 2, 1))
-        # Its own config round trips as the hybrid.
-        revived = HybridRouting.from_config(loaded.get_config())
-        self.assertIs(type(revived), HybridRouting)
-        self.assertEqual(revived.attention_weight, 0.3)
-
-    def test_dynamic_routing_config_without_attention_loads_plain(self):
-        # Configs saved before the hybrid was its own class held
-        # `attention=None` and `attention_weight` for plain routing too.
-        config = DynamicRouting(3, 2).get_config()
-        config.update({"attention": None, "attention_weight": 0.0,
+        config.update({"attention": attention, "attention_weight": 0.3,
                        "attention_initializer": "glorot_uniform"})
-        loaded = DynamicRouting.from_config(config)
-        self.assertIs(type(loaded), DynamicRouting)
-        self.assertEqual(loaded.couplings_layout, "unified")
-        for key in ("attention", "attention_weight",
-                    "attention_initializer"):
-            self.assertNotIn(key, loaded.get_config())
+        with self.assertRaisesRegex(
+                ValueError, "^The `DynamicRouting` layer 'old' was saved by "
+                "keras_caps 0.1.0 before the router contract "
+                r"\(its config has no `couplings_layout`\); keras_caps "
+                "0.2.0 does not load such files"):
+            DynamicRouting.from_config(config)
 
     def test_config_round_trip_keeps_the_hybrid(self):
         layer = HybridRouting(3, 2, attention="concat", attention_weight=0.4,
                               temperature=0.5)
         config = layer.get_config()
-        # It never had another couplings layout: no layout to keep.
+        # It never had another couplings layout: no layout to record.
         self.assertNotIn("couplings_layout", config)
         self.assertEqual(config["attention"], "concat")
         self.assertEqual(config["attention_weight"], 0.4)
@@ -245,14 +197,6 @@ class HybridRoutingTest(TestCase):
             revived = HybridRouting.from_config(config)
         self.assertIs(type(revived), HybridRouting)
         self.assertEqual(revived.get_config(), config)
-        # The old form (`DynamicRouting` with `attention`) keeps the old
-        # layout and saves in the old form again.
-        old_form = DynamicRouting.from_config(config)
-        self.assertIsInstance(old_form, HybridRouting)
-        self.assertEqual(old_form.couplings_layout, "legacy")
-        self.assertEqual(
-            DynamicRouting.from_config(old_form.get_config()).get_config(),
-            old_form.get_config())
 
     @parameterized.named_parameters(
         ("unknown_attention", {"attention": "additive"}, ValueError,

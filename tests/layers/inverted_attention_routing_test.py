@@ -8,7 +8,6 @@ from keras_caps.testing import TestCase
 from tests.layers import inverted_attention_reference as reference
 from tests.layers.inverted_attention_fixtures import hand_set
 from tests.layers.inverted_attention_fixtures import to_numpy
-from tests.layers.legacy_layout import legacy_twin
 from tests.layers.weight_options import check_regularizers_and_constraints
 
 
@@ -189,37 +188,6 @@ class InvertedAttentionRoutingTest(TestCase):
                              return_couplings=True)
         # (batch, 1, 2 x 2 positions x 2 x 2 window x 2 types, parents)
         self.assertAllClose(couplings, np.full((2, 1, 32, 4), 0.25))
-
-    @parameterized.named_parameters(
-        ("fully_connected", {}, (2, 6, 4), (2, 3, 6)),
-        ("fully_connected_on_a_map", {}, (2, 2, 3, 2, 4), (2, 3, 12)),
-        ("convolutional", {"kernel_size": 2, "strides": 2},
-         (2, 5, 4, 2, 4), (2, 2, 2, 3, 2, 2, 2)),
-    )
-    def test_legacy_couplings_layout(self, kwargs, input_shape,
-                                     legacy_shape):
-        # A config saved before the unified couplings (no
-        # `couplings_layout`) loads with the old layouts: fully connected
-        # (batch, parents, children), convolutional (batch, H', W',
-        # parents, k, k, N); with a DeprecationWarning.
-        rng = np.random.default_rng(5)
-        poses = rng.normal(size=input_shape).astype("float32")
-        layer = InvertedAttentionRouting(3, 4, num_iterations=2, **kwargs)
-        layer.build(poses.shape)
-        hand_set(layer, rng)
-        legacy, couplings, legacy_couplings = legacy_twin(self, layer, poses)
-        self.assertEqual(legacy_couplings.shape, legacy_shape)
-        if len(legacy_shape) == 3:
-            # (batch, parents, children) -> (batch, 1, children, parents)
-            unified = legacy_couplings.transpose(0, 2, 1)[:, None]
-        else:
-            # (b, H', W', J, k, k, N) -> (b, 1, (H', W', k, k, N), J)
-            unified = legacy_couplings.transpose(0, 1, 2, 4, 5, 6, 3).reshape(
-                2, 1, -1, 3)
-        np.testing.assert_array_equal(unified, couplings)
-        symbolic = legacy(keras.Input(input_shape[1:]),
-                          return_couplings=True)
-        self.assertEqual(tuple(symbolic[1].shape), (None,) + legacy_shape[1:])
 
     def test_layer_norm_as_specified(self):
         # LayerNorm over the flattened pose with the official epsilon 1e-5 and

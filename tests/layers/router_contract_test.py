@@ -111,8 +111,7 @@ EXTRA_CASES = {
 def concrete_routers():
     """Every `Router` subclass defined in keras_caps, by name.
 
-    A class counts where its module holds it under its name (not
-    `LegacyHybridRouting`, which only loads old files under an old name).
+    A class counts where its module holds it under its name.
     """
     found, pending = {}, [layers.Router]
     while pending:

@@ -166,44 +166,23 @@ class RoutingTemperatureTest(TestCase):
         self.assertEqual(layer.temperature, 1.0)
 
     @parameterized.product(router=ROUTERS)
-    def test_weight_lists_without_the_temperature_load(self, router):
-        # A weight list from before the temperature (one entry short, the
-        # temperature missing from the layer's own weights, which come
-        # before its sublayers': InvertedAttentionRouting's is
-        # [kernel, gamma, beta]) still loads.
-        self._check_weight_list_without_the_temperature(router)
-
-    @parameterized.product(router=ROUTERS)
-    def test_files_without_the_temperature_load(self, router):
-        # A file saved before the temperature holds the layer's own
-        # variables but the temperature (the last of them); sublayers keep
-        # their own entries.
+    def test_files_without_the_temperature_are_refused(self, router):
+        # keras_caps 0.1.0 saved a router's own variables but the
+        # temperature (the last of them); sublayers kept their own entries.
+        # Such weights are refused with one line; the layer keeps its own.
         case = _Case(router, temperature=2.0)
         store = {}
         case.layer.save_own_variables(store)
         del store[str(len(store) - 1)]  # the temperature
         fresh = _Case(router, temperature=2.0).layer
-        for variable in fresh.weights:
-            variable.assign(np.zeros(variable.shape, variable.dtype))
-        fresh.load_own_variables(store)
-        self.assertEqual(fresh.temperature, 2.0)
-        loaded = {}
-        fresh.save_own_variables(loaded)
-        self.assertLen(loaded, len(store) + 1)
-        for key, value in store.items():
-            self.assertAllClose(loaded[key], value)
-
-    def _check_weight_list_without_the_temperature(self, router):
-        case = _Case(router, temperature=2.0)
-        weights = case.layer.get_weights()
-        index = [id(w) for w in case.layer.weights].index(
-            id(case.layer.temperature_variable))
-        old = weights[:index] + weights[index + 1:]
-        fresh = _Case(router, temperature=2.0).layer
-        fresh.set_weights([np.zeros_like(w) for w in old])
-        fresh.set_weights(old)
-        self.assertEqual(fresh.temperature, 2.0)
-        for got, want in zip(fresh.get_weights(), weights):
+        before = fresh.get_weights()
+        with self.assertRaisesRegex(
+                ValueError, f"^The weights of `{type(fresh).__name__}` "
+                f"layer {fresh.name!r} were saved by keras_caps 0.1.0 "
+                "before routers had a temperature .*; keras_caps 0.2.0 "
+                "does not load such files"):
+            fresh.load_own_variables(store)
+        for got, want in zip(fresh.get_weights(), before, strict=True):
             self.assertAllClose(got, want)
 
 

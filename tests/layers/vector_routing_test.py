@@ -1,7 +1,5 @@
 import itertools
-import json
 import os
-import warnings
 
 import keras
 import numpy as np
@@ -473,114 +471,6 @@ class VectorRoutingTest(TestCase):
         # The trace holds the shares, as the couplings output.
         trace = layer.routing_trace(x)
         self.assertAllClose(trace["couplings"][-1], couplings)
-
-    def test_deprecated_credit_assignments_alias(self):
-        layer = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM)
-        x = np.random.default_rng(5).normal(
-            size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
-        outputs, couplings, credit = layer(x, return_couplings=True,
-                                           return_credit=True)
-        for kwargs in ({"return_credit_assignments": True},
-                       {"return_credit_assignments": True,
-                        "return_credit": True}):
-            with pytest.warns(DeprecationWarning,
-                              match="pass `return_credit` instead"):
-                old_outputs, old_credit = layer(x, **kwargs)
-            self.assertAllClose(old_outputs, outputs)
-            self.assertAllClose(old_credit, credit)
-        with pytest.warns(DeprecationWarning,
-                          match="return_credit_assignments"):
-            results = layer(x, return_credit_assignments=True,
-                            return_couplings=True)
-        for got, expected in zip(results, (outputs, couplings, credit),
-                                 strict=True):
-            self.assertAllClose(got, expected)
-        with pytest.warns(DeprecationWarning):
-            only_outputs = layer(x, return_credit_assignments=False)
-        self.assertAllClose(only_outputs, outputs)
-        with pytest.warns(DeprecationWarning), self.assertRaisesRegex(
-                ValueError, "disagree.*Received: return_credit=False, "
-                "return_credit_assignments=True"):
-            layer(x, return_credit=False, return_credit_assignments=True)
-
-    def test_config_saved_with_the_deprecated_alias_loads(self):
-        inputs = keras.Input((NUM_INPUTS, INPUT_DIM))
-        outputs = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM, name="routing")(
-            inputs, return_credit=True)
-        model = keras.Model(inputs, outputs)
-        # A model saved with the deprecated alias stored it as the call
-        # argument instead of `return_credit`.
-        config = json.dumps(model.get_config())
-        self.assertIn('"return_credit": true', config)
-        old_config = json.loads(config.replace(
-            '"return_credit": true', '"return_credit_assignments": true'))
-        with pytest.warns(DeprecationWarning,
-                          match="return_credit_assignments"):
-            restored = keras.Model.from_config(old_config)
-        restored.set_weights(model.get_weights())
-        x = np.random.default_rng(6).normal(
-            size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
-        with pytest.warns(DeprecationWarning):
-            actual = restored(x)
-        for got, expected in zip(actual, model(x), strict=True):
-            self.assertAllClose(got, expected)
-
-    def test_legacy_config_returns_credit_for_return_couplings(self):
-        # A layer saved before the unified couplings (its config has no
-        # `couplings_layout`): `return_couplings=True` returned the credit
-        # phi then, and still does, with a DeprecationWarning.
-        x = np.random.default_rng(8).normal(
-            size=(BATCH, NUM_INPUTS, INPUT_DIM)).astype("float32")
-        layer = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM, num_iterations=3)
-        outputs, credit = layer(x, return_credit=True)
-        config = layer.get_config()
-        self.assertEqual(config.pop("couplings_layout"), "unified")
-        legacy = VectorRouting.from_config(config)
-        self.assertEqual(legacy.couplings_layout, "legacy")
-        legacy.build(x.shape)
-        legacy.set_weights(layer.get_weights())
-        with self.assertWarnsRegex(DeprecationWarning, "old layout"):
-            legacy_outputs, legacy_credit = legacy(x, return_couplings=True)
-        self.assertEqual(tuple(legacy_credit.shape),
-                         (BATCH, NUM_INPUTS, NUM_OUTPUTS))
-        np.testing.assert_array_equal(
-            keras.ops.convert_to_numpy(legacy_outputs),
-            keras.ops.convert_to_numpy(outputs))
-        np.testing.assert_array_equal(
-            keras.ops.convert_to_numpy(legacy_credit),
-            keras.ops.convert_to_numpy(credit))
-        # `return_credit` is the same under either layout, no warning.
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            _, new_credit = legacy(x, return_credit=True)
-        np.testing.assert_array_equal(
-            keras.ops.convert_to_numpy(new_credit),
-            keras.ops.convert_to_numpy(credit))
-
-    def test_legacy_functional_config_keeps_the_credit_output(self):
-        # A functional model saved before the unified couplings: the layer
-        # config has no `couplings_layout` and the graph called it with
-        # `return_couplings=True` for phi `(batch, inputs, outputs)`.
-        inputs = keras.Input((None, INPUT_DIM))
-        outputs = VectorRouting(NUM_OUTPUTS, OUTPUT_DIM, name="routing")(
-            inputs, return_credit=True)
-        model = keras.Model(inputs, outputs)
-        config = model.get_config()
-        (routing,) = [layer for layer in config["layers"]
-                      if layer["config"]["name"] == "routing"]
-        del routing["config"]["couplings_layout"]
-        old_config = json.loads(json.dumps(config).replace(
-            '"return_credit": true', '"return_couplings": true'))
-        restored = keras.Model.from_config(old_config)
-        self.assertEqual(tuple(restored.outputs[1].shape),
-                         (None, None, NUM_OUTPUTS))
-        restored.set_weights(model.get_weights())
-        x = np.random.default_rng(9).normal(
-            size=(BATCH, 6, INPUT_DIM)).astype("float32")
-        with pytest.warns(DeprecationWarning, match="old layout"):
-            actual = restored(x)
-        for got, expected in zip(actual, model(x), strict=True):
-            self.assertAllClose(got, expected)
 
     def test_keras_padding_mask_from_embedding(self):
         tokens = np.array([[3, 1, 4, 0, 0], [2, 7, 1, 8, 2]])

@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_caps.export import is_keras_caps_export
+from keras_caps.runs import is_keras_caps_export
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.testing.killed_runs import KILLED_AFTER_BACKUP

@@ -11,7 +11,7 @@ import types
 import matplotlib.figure
 import pytest
 
-from keras_caps.evaluation import comparison
+from keras_caps.compare import comparison
 from keras_caps.inference import class_names
 from keras_caps.training import history_trim
 

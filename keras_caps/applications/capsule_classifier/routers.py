@@ -102,7 +102,7 @@ class RouterChoice:
             if issubclass(cls, layers.Router):
                 accepted |= set(inspect.signature(cls.__init__).parameters)
         accepted -= {"self", "kwargs", "num_capsules", "capsule_dim",
-                     "num_inputs", "couplings_layout"}
+                     "num_inputs"}
         unknown = sorted(set(options) - accepted)
         if unknown:
             raise ValueError(
