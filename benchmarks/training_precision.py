@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_caps.training import MODELS  # noqa: E402
-from keras_caps.training.fit import describe_hardware  # noqa: E402
+from keras_caps.training.hardware import describe_hardware  # noqa: E402
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 

@@ -2,12 +2,11 @@
 JAX and PyTorch)."""
 
 from keras_caps.training.best_checkpoint import BestCheckpoint
-from keras_caps.training.fit import evaluate
-from keras_caps.training.fit import train
 from keras_caps.training.model_recipe import MODELS
-from keras_caps.training.model_recipe import ModelRecipe
+from keras_caps.training.run_evaluation import evaluate
 from keras_caps.training.strategy import STRATEGIES
 from keras_caps.training.strategy import get_strategy
+from keras_caps.training.train_run import train
 from keras_caps.training.training_settings import PRECISIONS
 from keras_caps.training.training_settings import PROTOCOLS
 from keras_caps.training.training_settings import TrainingSettings

@@ -134,7 +134,8 @@ def logs_callbacks(logs_dir):
 def training_scope(distribution):
     """The scope a run trains in: a `keras.distribution` distribution
     must be set while `fit` runs (it shards each batch), TensorFlow's
-    strategies need only the model built in theirs (see `_build`)."""
+    strategies need only the model built in theirs (see
+    `keras_caps.training.model_building`)."""
     if hasattr(distribution, "distribution"):  # A BackendDistribution.
         return distribution.scope()
     return contextlib.nullcontext()

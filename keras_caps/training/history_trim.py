@@ -12,34 +12,35 @@ from keras_caps.runs.atomic_files import write_atomically
 class HistoryTrim(keras.callbacks.Callback):
     """Drops `history.csv` rows of the epochs a resumed run trains again.
 
-    `keras.callbacks.CSVLogger(append=True)` adds a row per epoch. When
-    `BackupAndRestore` resumes a run at epoch `e` (from the latest backup,
-    or from the previous one when the latest is unreadable), rows of
-    epochs `e` and later would be written twice; this callback, placed
-    after `BackupAndRestore` and before the `CSVLogger`, removes them when
-    training begins, so the log has exactly one row per finished epoch.
+    `keras.callbacks.CSVLogger(append=True)` adds a row per epoch. When a
+    run resumes at epoch `e` (from the latest backup, or from the previous
+    one when the latest is unreadable), rows of epochs `e` and later would
+    be written twice; this callback, placed before the `CSVLogger`,
+    removes them when training begins, so the log has exactly one row per
+    finished epoch.
 
     Args:
         path: str. The CSV log of `CSVLogger`.
+        first_epoch: int. The epoch (0-based) `fit` starts at (its
+            `initial_epoch`, or the epoch a backup resumes): rows of this
+            epoch and later are dropped.
 
     Example:
 
     ```python
-    callbacks = [keras.callbacks.BackupAndRestore("run/backup"),
-                 HistoryTrim("run/history.csv"),
+    callbacks = [HistoryTrim("run/history.csv", first_epoch=3),
                  keras.callbacks.CSVLogger("run/history.csv", append=True)]
+    model.fit(data, initial_epoch=3, epochs=10, callbacks=callbacks)
     ```
     """
 
-    def __init__(self, path):
+    def __init__(self, path, first_epoch):
         super().__init__()
         self.path = path
+        self.first_epoch = int(first_epoch)
 
     def on_train_begin(self, logs=None):
-        # The epoch `fit` starts at: set by `BackupAndRestore`'s
-        # `on_train_begin`, or by the recipe before `fit`.
-        first_epoch = getattr(self.model, "_initial_epoch", None) or 0
-        trim_history(self.path, first_epoch)
+        trim_history(self.path, self.first_epoch)
 
 
 def trim_history(path, first_epoch):

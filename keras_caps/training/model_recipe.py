@@ -16,10 +16,6 @@ from keras_caps.applications import POSITION_CNN
 from keras_caps.applications import SABOUR_BASELINE_CNN
 from keras_caps.applications import VECTOR_CNN
 from keras_caps.applications import VECTOR_ROUTING_CAPSNET
-from keras_caps.applications import ModelFamily
-
-# The name `ModelRecipe` of keras_caps 0.1.0, kept for imports.
-ModelRecipe = ModelFamily
 
 MODELS = {
     "efficient_capsnet": EFFICIENT_CAPSNET,

@@ -10,8 +10,8 @@ import inspect
 import os
 
 from keras_caps import datasets
-from keras_caps.training.fit import check_labels_match
-from keras_caps.training.fit import describe_hardware
+from keras_caps.training.hardware import describe_hardware
+from keras_caps.training.model_building import check_labels_match
 from keras_caps.training.model_recipe import MODELS
 from keras_caps.validation import check_known_name
 

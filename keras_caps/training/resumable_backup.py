@@ -7,7 +7,8 @@ from a mid-epoch backup trains that epoch again in full from the mid-epoch
 weights (14 optimizer steps for a 10-step epoch). `ResumableBackup` saves
 at the end of every epoch too, records how many steps of the current epoch
 are done, and `restore` reports them so that the trainer runs only the
-remaining steps of that epoch (see `keras_caps.training.fit`).
+remaining steps of that epoch (see
+`keras_caps.training.resume_plan`).
 """
 
 import json

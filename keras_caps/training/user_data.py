@@ -1,6 +1,7 @@
 """The training recipe's side of datasets a user brings (`folder:PATH`,
 `npz:PATH`, `tfds:NAME`): reading them for a run, building the model for
-their images, and reading them again for `evaluate`.
+their images, and reading them again for `evaluate` (and refusing their
+read options with a built-in dataset).
 
 A run records the data's `UserDataset.source_record()` in its settings
 (`TrainingSettings.data_source`): the options it was read with (image
@@ -73,6 +74,23 @@ def read_user_data(settings, read_options, *, data_dir=None, download=True):
                                 **recorded_read_options(recorded, data_dir))
     _check_unchanged(settings.dataset, recorded, data.source_record())
     return data, settings
+
+
+def refuse_read_options(dataset, read_options):
+    """Raises when options for a dataset a user brings (any of
+    `READ_OPTIONS` not `None` in `read_options`) come with the built-in
+    dataset `dataset`."""
+    given = [READ_OPTIONS[name] for name, value in read_options.items()
+             if value is not None]
+    if given:
+        raise ValueError(
+            f"The options of datasets a user brings (folder:PATH, "
+            f"npz:PATH, tfds:NAME) do not apply to {dataset!r}, which has a "
+            f"fixed image size and test split: drop {', '.join(given)}. "
+            f"Received: dataset={dataset!r}"
+            ", " + ", ".join(f"{name}={value!r}"
+                             for name, value in read_options.items()
+                             if value is not None))
 
 
 def recorded_read_options(source, data_dir=None):

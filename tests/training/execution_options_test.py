@@ -15,7 +15,7 @@ from keras_caps.datasets import numpy_pipeline
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.training import TrainingSettings
-from keras_caps.training import fit
+from keras_caps.training import model_building
 from keras_caps.training import train
 from keras_caps.training.epoch_clock import EpochClock
 from keras_caps.training.execution_options import check_input_workers
@@ -90,7 +90,8 @@ def test_input_workers_reach_the_numpy_pipeline(tmp_path, monkeypatch):
                                  synthetic_digits(8, seed=1))
     settings = TrainingSettings(batch_size=4).resolve()
     assert check_input_workers(3, settings) == 3
-    load, _ = fit._built_in_loader(settings, data_dir, False, workers=3)
+    load, _ = model_building._built_in_loader(settings, data_dir, False,
+                                              workers=3)
     for split in ("train", "validation", "test"):
         assert isinstance(load(split), keras.utils.PyDataset)
         assert load(split).workers == 3

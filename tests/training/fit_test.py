@@ -93,7 +93,7 @@ class TrainTest(TestCase):
     def test_temperature_scheduler_comes_before_the_logs(self):
         from keras_caps.callbacks import RoutingTemperatureScheduler
         from keras_caps.training.best_checkpoint import BestCheckpoint
-        from keras_caps.training.fit import _callbacks
+        from keras_caps.training.recipe_callbacks import _callbacks
         from keras_caps.training.resumable_backup import ResumableBackup
 
         folder = self.get_temp_dir()

@@ -10,7 +10,7 @@ import keras
 from keras_caps import cli
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
-from keras_caps.training import fit
+from keras_caps.training import run_artifacts
 
 
 def test_a_full_disk_at_the_final_save_keeps_the_training(
@@ -22,14 +22,14 @@ def test_a_full_disk_at_the_final_save_keeps_the_training(
     argv = ["train", "--data-dir", data_dir, "--output-dir",
             str(output_dir), "--epochs", "1", "--steps-per-epoch", "1",
             "--batch-size", "8", "--no-reconstruction"]
-    save = fit.save_model_atomically
+    save = run_artifacts.save_model_atomically
 
     def full_disk(model, path):
         if os.path.basename(path) == "model.keras":
             raise OSError(errno.ENOSPC, "No space left on device", path)
         save(model, path)
 
-    monkeypatch.setattr(fit, "save_model_atomically", full_disk)
+    monkeypatch.setattr(run_artifacts, "save_model_atomically", full_disk)
     assert cli.main(argv) == 1
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1, error
@@ -43,7 +43,7 @@ def test_a_full_disk_at_the_final_save_keeps_the_training(
     assert progress["trained"]["train_steps_total"] == 1
 
     # Space again: the same command writes the rest, without training.
-    monkeypatch.setattr(fit, "save_model_atomically", save)
+    monkeypatch.setattr(run_artifacts, "save_model_atomically", save)
 
     def no_training(*args, **kwargs):
         raise AssertionError("trained again")

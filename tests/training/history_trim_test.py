@@ -1,4 +1,5 @@
 import csv
+import json
 import os
 
 import keras
@@ -33,6 +34,14 @@ def test_a_resumed_fit_logs_each_epoch_once(tmp_path):
     x = np.random.default_rng(0).normal(size=(8, 3)).astype("float32")
     y = x.sum(axis=1, keepdims=True)
 
+    def resumed_epoch():
+        """The epoch the backup resumes (0 without one)."""
+        path = os.path.join(backup, "training_metadata.json")
+        if not os.path.exists(path):
+            return 0
+        with open(path) as file:
+            return json.load(file)["epoch"]
+
     def fit(epochs):
         keras.utils.set_random_seed(0)
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
@@ -40,7 +49,7 @@ def test_a_resumed_fit_logs_each_epoch_once(tmp_path):
         model.fit(x, y, epochs=epochs, batch_size=4, verbose=0, callbacks=[
             keras.callbacks.BackupAndRestore(backup,
                                              delete_checkpoint=False),
-            HistoryTrim(history),
+            HistoryTrim(history, first_epoch=resumed_epoch()),
             keras.callbacks.CSVLogger(history, append=True)])
 
     fit(2)

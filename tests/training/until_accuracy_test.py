@@ -13,7 +13,8 @@ from keras_caps import cli
 from keras_caps import training
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
-from keras_caps.training import fit
+from keras_caps.training import fit_and_select
+from keras_caps.training import resume_plan
 from keras_caps.training.accuracy_target import AccuracyTarget
 from keras_caps.training.accuracy_target import first_epoch_reaching
 from keras_caps.training.training_settings import TrainingSettings
@@ -119,10 +120,11 @@ def test_the_history_of_an_earlier_process_is_read(tmp_path):
     # A run resumed after its target was reached records where, the step
     # from the epoch's length.
     target = AccuracyTarget(0.9)
-    assert fit._target_record(target, {"epoch": 2, "accuracy": 0.91}, 6) == {
+    assert fit_and_select._target_record(
+        target, {"epoch": 2, "accuracy": 0.91}, 6) == {
         "until_accuracy": {"target": 0.9, "reached": True, "epoch": 2,
                            "step": 12, "accuracy": 0.91}}
-    assert fit._target_record(target, None, 6)["until_accuracy"][
+    assert fit_and_select._target_record(target, None, 6)["until_accuracy"][
         "reached"] is False
 
 
@@ -175,13 +177,13 @@ def test_a_run_resumed_after_reaching_its_target_trains_no_more(tmp_path):
     path = tmp_path / "history.csv"
     path.write_text("epoch,loss,val_accuracy\n0,1.0,0.4\n1,0.8,0.92\n"
                     "2,0.7,0.95\n")
-    reached = fit._target_reached_before(AccuracyTarget(0.9), str(tmp_path),
-                                         epoch=2)
+    reached = resume_plan._target_reached_before(
+        AccuracyTarget(0.9), str(tmp_path), epoch=2)
     assert reached == {"epoch": 2, "accuracy": 0.92}
     assert [row["epoch"] for row in _history(str(tmp_path))] == ["0", "1"]
-    assert fit._target_reached_before(None, str(tmp_path), 2) is None
+    assert resume_plan._target_reached_before(None, str(tmp_path), 2) is None
     # Killed after the second epoch's log row but before its backup: the
     # run resumes at epoch 1, where the target was not reached yet, and
     # trains that epoch again.
-    assert fit._target_reached_before(AccuracyTarget(0.9), str(tmp_path),
-                                      epoch=1) is None
+    assert resume_plan._target_reached_before(
+        AccuracyTarget(0.9), str(tmp_path), epoch=1) is None
