@@ -4,7 +4,6 @@ refused to another, and its records read with errors that name the file.
 
 import os
 
-from keras_caps.compare.comparison_settings import ComparisonSettings
 from keras_caps.compare.comparison_settings import with_normalization_defaults
 from keras_caps.datasets.data_record import data_differences
 from keras_caps.runs.atomic_files import write_json_atomically
@@ -26,41 +25,38 @@ def claim_output_dir(output_dir, settings):
         output_dir: str. The comparison's folder.
         settings: `ComparisonSettings`, resolved.
     """
-    settings = settings.to_record()
+    _claim(output_dir, settings.to_record())
+
+
+def _claim(output_dir, record):
+    """`claim_output_dir` for the settings' `compare.json` `record`."""
     path = os.path.join(output_dir, SETTINGS_FILE)
     if os.path.exists(path):
         previous = read_record(
             path, "It holds the comparison's settings: restore it, or use "
             "another --output-dir. Nothing was overwritten.")
-        current = settings
         # `adapt_batchnorm` and the attacks change evaluations only:
         # they may differ (the models are evaluated again).
         recipe = {key: value for key, value in
                   with_normalization_defaults(previous).items()
                   if key != "attacks"}
         _check_same_comparison(output_dir, {
-            **recipe, "adapt_batchnorm": current["adapt_batchnorm"],
-            **({"attacks": current["attacks"]} if "attacks" in current
-               else {})}, current)
-        if previous != current:
-            write_json_atomically(path, settings)
+            **recipe, "adapt_batchnorm": record["adapt_batchnorm"],
+            **({"attacks": record["attacks"]} if "attacks" in record
+               else {})}, record)
+        if previous != record:
+            write_json_atomically(path, record)
         return
     if os.path.isdir(output_dir) and _entries(output_dir):
         if os.path.exists(path):  # Another share claimed it meanwhile.
-            return _claim_again(output_dir, settings)
+            return _claim(output_dir, record)
         raise ValueError(
             f"{output_dir!r} is not empty and holds no {SETTINGS_FILE}: "
             "it is not a comparison folder; nothing was overwritten. "
             "Choose an empty or new --output-dir.")
     os.makedirs(output_dir, exist_ok=True)
-    if not _create_record(path, settings):  # Another share was first.
-        _claim_again(output_dir, settings)
-
-
-def _claim_again(output_dir, record):
-    """`claim_output_dir` for the settings `record`, once another share
-    has written the folder's `compare.json`."""
-    claim_output_dir(output_dir, ComparisonSettings.from_record(record))
+    if not _create_record(path, record):  # Another share was first.
+        _claim(output_dir, record)
 
 
 def _entries(folder):

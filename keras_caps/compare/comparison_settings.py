@@ -243,8 +243,8 @@ class ComparisonSettings:
             preset, self.until_accuracy)
         partners = multi_digit_comparison.comparison_settings(
             self.dataset, self.partners_per_digit, attacks)
-        normalization_settings(self.adapt_batchnorm, self.stem_normalization,
-                               user_data is not None)
+        _refuse_adaptation_on_user_data(self.adapt_batchnorm,
+                                        user_data is not None)
         resolved = dataclasses.replace(
             self, **recipe, attacks=attacks,
             partners_per_digit=partners.get("partners_per_digit"),
@@ -348,35 +348,28 @@ _RECORDED_WHEN_SET = ("preset", "until_accuracy", "viewpoints",
                       "partners_per_digit")
 
 
-NORMALIZATION_DEFAULTS = {"adapt_batchnorm": False,
-                          "stem_normalization": "batch"}
-
-
-def normalization_settings(adapt_batchnorm, stem_normalization,
-                           user_data=False):
-    """The comparison's `adapt_batchnorm` and `stem_normalization`
-    settings, checked (a user's dataset is evaluated on clean images
-    only, so without adaptation)."""
-    check_bool("adapt_batchnorm", adapt_batchnorm)
-    check_choice("stem_normalization", stem_normalization,
-                 STEM_NORMALIZATIONS)
+def _refuse_adaptation_on_user_data(adapt_batchnorm, user_data):
+    """A user's dataset is evaluated on clean images only, so without
+    BatchNorm adaptation."""
     if adapt_batchnorm and user_data:
         raise ValueError(
             "`adapt_batchnorm` (--adapt-batchnorm) re-estimates BatchNorm "
             "statistics on the built-in datasets' corrupted test sets; a "
             "comparison on a user's dataset measures clean accuracy only. "
             "Drop it. Received: adapt_batchnorm=True")
-    return {"adapt_batchnorm": adapt_batchnorm,
-            "stem_normalization": stem_normalization}
 
 
-def with_normalization_defaults(settings):
-    """A `compare.json` record with `NORMALIZATION_DEFAULTS` for the keys
-    an earlier keras_caps did not write (its models have BatchNorm stems
-    and its evaluations no adaptation)."""
-    if not isinstance(settings, dict):
-        return settings
-    return {**NORMALIZATION_DEFAULTS, **settings}
+def with_normalization_defaults(record):
+    """A `compare.json` record with `ComparisonSettings`' defaults for
+    `adapt_batchnorm` and `stem_normalization`, the keys an earlier
+    keras_caps did not write (its models have BatchNorm stems and its
+    evaluations no adaptation)."""
+    if not isinstance(record, dict):
+        return record
+    defaults = {field.name: field.default
+                for field in dataclasses.fields(ComparisonSettings)
+                if field.name in ("adapt_batchnorm", "stem_normalization")}
+    return {**defaults, **record}
 
 
 def check_routers(routers):

@@ -28,8 +28,6 @@ from keras_caps.runs.export_manifest import write_marker
 from keras_caps.validation import check_choice
 from keras_caps.version import __version__
 
-"""The file every export carries, naming what keras_caps wrote there."""
-
 INPUT_RANGES = ("pixels", "unit")
 """What the served signature takes: raw pixels in [0, 255], or [0, 1]."""
 

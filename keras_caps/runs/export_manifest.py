@@ -13,6 +13,7 @@ import json
 import os
 
 MARKER = "keras_caps_export.json"
+"""The file every export carries, naming what keras_caps wrote there."""
 
 
 def write_marker(folder, record):

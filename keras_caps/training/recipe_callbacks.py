@@ -136,14 +136,6 @@ def _run_callbacks(work_dir, checkpoint, backup, schedule,
                            checkpoint=checkpoint, logs=logs, backup=backup)
 
 
-def _callbacks(work_dir, checkpoint, backup, schedule,
-               routing_temperature=None):
-    """The list of `_run_callbacks`, in the order of a `fit` from the run's
-    start (see `RecipeCallbacks.in_call_order`)."""
-    return _run_callbacks(work_dir, checkpoint, backup, schedule,
-                          routing_temperature).in_call_order(first_epoch=0)
-
-
 def _schedule_config(settings):
     """The config of the routing temperature's decay (`None` without)."""
     schedule = settings.temperature_schedule()

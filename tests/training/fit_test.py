@@ -93,16 +93,16 @@ class TrainTest(TestCase):
     def test_temperature_scheduler_comes_before_the_logs(self):
         from keras_caps.callbacks import RoutingTemperatureScheduler
         from keras_caps.training.best_checkpoint import BestCheckpoint
-        from keras_caps.training.recipe_callbacks import _callbacks
+        from keras_caps.training.recipe_callbacks import _run_callbacks
         from keras_caps.training.resumable_backup import ResumableBackup
 
         folder = self.get_temp_dir()
         config = {"initial_temperature": 4.0, "decay_rate": 0.5,
                   "minimum_temperature": 0.5}
         backup = ResumableBackup(os.path.join(folder, "backup"), 10)
-        callbacks = _callbacks(
+        callbacks = _run_callbacks(
             folder, BestCheckpoint(os.path.join(folder, "best.keras")),
-            backup, None, routing_temperature=config)
+            backup, None, routing_temperature=config).in_call_order(0)
         kinds = [type(callback) for callback in callbacks]
         scheduler = callbacks[kinds.index(RoutingTemperatureScheduler)]
         self.assertEqual(scheduler.schedule(3), 4.0 * np.exp(-1.5))
@@ -111,9 +111,9 @@ class TrainTest(TestCase):
         self.assertLess(kinds.index(RoutingTemperatureScheduler),
                         kinds.index(keras.callbacks.TensorBoard))
         self.assertNotIn(RoutingTemperatureScheduler,
-                         [type(callback) for callback in _callbacks(
+                         [type(callback) for callback in _run_callbacks(
                              folder, BestCheckpoint(folder + "/b.keras"),
-                             backup, None)])
+                             backup, None).in_call_order(0)])
         # The backup comes last: an epoch's backup follows its logs.
         self.assertIs(callbacks[-1], backup)
         with self.assertRaisesRegex(ValueError,
