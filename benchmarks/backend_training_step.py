@@ -43,12 +43,12 @@ def _worker(model_name, data_dir, batch_size):
     import numpy as np
 
     from keras_caps import datasets
-    from keras_caps.training import MODELS
+    from keras_caps.applications import MODELS
 
     batches = datasets.load("mnist", "train", batch_size=batch_size,
                             data_dir=data_dir, input_pipeline="numpy")
     batch = batches[0]
-    model = MODELS[model_name].builder("mnist")
+    model = MODELS[model_name].family.builder("mnist")
 
     def fit(steps):
         inputs, targets = keras.tree.map_structure(

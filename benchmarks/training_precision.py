@@ -37,7 +37,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_caps.training import MODELS  # noqa: E402
+from keras_caps.applications import MODELS  # noqa: E402
 from keras_caps.training.hardware import describe_hardware  # noqa: E402
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -130,7 +130,7 @@ def _optimizer_step(model):
 
 def measure(model_name, dataset, batch_size, repeats):
     """{row name: {precision: median seconds}} and the row order."""
-    recipe = MODELS[model_name]
+    recipe = MODELS[model_name].family
     seconds = {}
     order = []
     previous = keras.config.dtype_policy()

@@ -83,7 +83,7 @@ def check_choice(name, value, choices):
 
 def check_known_name(name, value, names):
     """Raises unless `value` is one of the registered `names` (e.g. a key of
-    `keras_caps.training.MODELS`): `Unknown `name`. Expected one of ...`."""
+    `keras_caps.datasets.DATASETS`): `Unknown `name`. Expected one of ...`."""
     try:
         known = value in names
     except TypeError:  # Unhashable, so no key of a dict.

@@ -82,7 +82,7 @@ class ApiTest(TestCase):
     @pytest.mark.single_backend
     def test_training_after_import_keras_caps_with_tensorflow(self):
         code = ("import keras_caps; "
-                "print(sorted(keras_caps.training.MODELS)); "
+                "print(sorted(keras_caps.applications.MODELS)); "
                 "print(keras_caps.export.export_inference_model.__name__)")
         output = _run_python(code, backend="tensorflow").splitlines()
         self.assertIn("'capsnet'", output[-2])

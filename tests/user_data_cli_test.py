@@ -14,7 +14,7 @@ from keras_caps.datasets.user_dataset import resolve_user_dataset
 from keras_caps.runs import is_keras_caps_export
 from keras_caps.testing.image_folders import write_image_folder
 from keras_caps.training import TrainingSettings
-from keras_caps.training.model_recipe import closest_preset
+from keras_caps.training.preset_choice import closest_preset
 
 CLASSES = {"cat": 9, "dog": 7, "owl": 6}  # Uneven, PNG and JPEG, L and RGB.
 TINY = ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4"]
@@ -134,7 +134,7 @@ def test_npz_arrays_train_the_cnn_baseline(tmp_path, capsys):
               + 60 * labels[:, None, None, None]).astype(np.uint8)
     np.savez(tmp_path / "arrays.npz", x_train=images[:18],
              y_train=labels[:18], x_test=images[18:], y_test=labels[18:])
-    status, out, err = _run(capsys, "train", "--model", "cnn_baseline",
+    status, out, err = _run(capsys, "train", "--model", "cnn",
                             "--dataset", f"npz:{tmp_path / 'arrays.npz'}",
                             "--no-reconstruction", "--augment",
                             "--output-dir", tmp_path / "run", *TINY)
@@ -148,7 +148,7 @@ def test_npz_arrays_train_the_cnn_baseline(tmp_path, capsys):
 def test_a_tfds_dataset_under_mock_data(tmp_path, capsys):
     with tfds.testing.mock_data(num_examples=12):
         status, _, err = _run(
-            capsys, "train", "--model", "cnn_baseline", "--dataset",
+            capsys, "train", "--model", "cnn", "--dataset",
             "tfds:svhn_cropped", "--no-reconstruction", "--output-dir",
             tmp_path / "run", *TINY)
     assert status == 0, err
@@ -192,10 +192,10 @@ def test_the_closest_preset():
     # MultiMNIST's preset (36 x 36) reads two digits an image: never
     # chosen for a user's single-label images.
     assert closest_preset("efficient_capsnet", (38, 38, 1)) == "mnist"
-    assert closest_preset("capsule_classifier_dynamic", (36, 36, 1)) == (
+    assert closest_preset("dynamic", (36, 36, 1)) == (
         "mnist_canvas")
     assert closest_preset("efficient_capsnet", (48, 48, 2)) == "smallnorb"
-    assert closest_preset("capsule_classifier_dynamic", (40, 40, 1)) == (
+    assert closest_preset("dynamic", (40, 40, 1)) == (
         "mnist_canvas")
     assert closest_preset("inverted_attention_capsnet", (64, 64, 3)) == (
         "cifar10")

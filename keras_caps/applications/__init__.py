@@ -1,7 +1,8 @@
 """Capsule-network applications: model families that build compiled models.
 
 Each family has a folder with its builder and presets, and a `ModelFamily`
-(e.g. `EFFICIENT_CAPSNET`) that holds what `keras-caps train` needs. The
+(e.g. `EFFICIENT_CAPSNET`) that holds what `keras-caps train` needs;
+`MODELS` (`model_registry`) names every model once, for every command. The
 shared pieces builders use: `capsule_head` (lengths, masks, decoder and
 compiling), `decoders`, `image_inputs`, `presets` (lookup and learning-rate
 schedules), `compiling`. `load_official_weights` (`official_weights`)
@@ -15,7 +16,6 @@ from keras_caps.applications.capsnet import CAPSNET
 from keras_caps.applications.capsnet import CAPSNET_PRESETS
 from keras_caps.applications.capsnet import CapsNet
 from keras_caps.applications.capsule_classifier import CAPSULE_CLASSIFIER
-from keras_caps.applications.capsule_classifier import CAPSULE_CLASSIFIERS
 from keras_caps.applications.capsule_classifier import CNN_BASELINE
 from keras_caps.applications.capsule_classifier import POSITION_CNN
 from keras_caps.applications.capsule_classifier import SABOUR_BASELINE_CNN
@@ -23,6 +23,7 @@ from keras_caps.applications.capsule_classifier import (
     SABOUR_BASELINE_CNN_PRESETS,
 )
 from keras_caps.applications.capsule_classifier import VECTOR_CNN
+from keras_caps.applications.capsule_classifier import VECTOR_CNN_DECODER
 from keras_caps.applications.capsule_classifier import CapsuleClassifier
 from keras_caps.applications.capsule_classifier import CNNBaseline
 from keras_caps.applications.capsule_classifier import PositionCNN
@@ -44,6 +45,11 @@ from keras_caps.applications.matrix_capsnet import MATRIX_CAPSNET
 from keras_caps.applications.matrix_capsnet import MATRIX_CAPSNET_PRESETS
 from keras_caps.applications.matrix_capsnet import MatrixCapsNet
 from keras_caps.applications.model_family import ModelFamily
+from keras_caps.applications.model_registry import MODEL_KINDS
+from keras_caps.applications.model_registry import MODELS
+from keras_caps.applications.model_registry import RegisteredModel
+from keras_caps.applications.model_registry import check_model_name
+from keras_caps.applications.model_registry import current_model_name
 from keras_caps.applications.official_weights import load_official_weights
 from keras_caps.applications.vector_routing_capsnet import (
     VECTOR_ROUTING_CAPSNET,

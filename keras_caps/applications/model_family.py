@@ -29,6 +29,9 @@ class ModelFamily:
         presets: Mapping from dataset name to preset dict.
         has_decoder: bool. Whether the models can train with a
             reconstruction decoder (then the default). Defaults to `True`.
+        requires_decoder: bool. Whether the decoder is part of what the
+            model is (the CNN ladder's step that adds it): training it
+            without is refused. Defaults to `False`.
         recipe_callbacks: Callable or `None`. `recipe_callbacks(dataset,
             epochs)` returns the callbacks `keras-caps train` adds for the
             family (e.g. `MatrixCapsNet`'s spread-loss margin schedule),
@@ -48,7 +51,14 @@ class ModelFamily:
     builder: Callable
     presets: Mapping
     has_decoder: bool = True
+    requires_decoder: bool = False
     recipe_callbacks: Callable | None = None
+
+    def __post_init__(self):
+        if self.requires_decoder and not self.has_decoder:
+            raise ValueError(
+                f"{self.name}: `requires_decoder=True` needs "
+                "`has_decoder=True`. Received: has_decoder=False")
 
     def get_preset(self, dataset):
         """The preset of `dataset`; a clear `ValueError` for unknown ones."""
@@ -69,7 +79,8 @@ class ModelFamily:
     def resolve_reconstruction(self, reconstruction):
         """Whether to train with the decoder: `None` means `has_decoder`.
 
-        Raises a `ValueError` for `True` on a family without a decoder.
+        Raises a `ValueError` for `True` on a family without a decoder,
+        and for `False` on one that `requires_decoder`.
         """
         if reconstruction is None:
             return self.has_decoder
@@ -78,7 +89,21 @@ class ModelFamily:
                 f"{self.name} has no reconstruction decoder: train it "
                 "with reconstruction=False (--no-reconstruction). "
                 "Received: reconstruction=True")
+        if not reconstruction and self.requires_decoder:
+            raise ValueError(
+                f"{self.name} is defined by its reconstruction decoder: "
+                "train it with reconstruction=True (the default). "
+                "Received: reconstruction=False")
         return reconstruction
+
+    @property
+    def fixed_reconstruction(self):
+        """`True` or `False` when the family decides whether its models
+        train with the decoder (none, or one they require), else `None`:
+        the run decides."""
+        if not self.has_decoder:
+            return False
+        return True if self.requires_decoder else None
 
     def build(self, dataset, *, reconstruction=None, input_statistics=None,
               **options):

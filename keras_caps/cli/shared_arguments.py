@@ -93,6 +93,38 @@ def requested_corruptions(args):
     return {kind: value for kind, value in corruptions.items() if value}
 
 
+def model_name(text):
+    """The `--model` converter: a name of `keras_caps.applications.MODELS`
+    (a name used before 0.2.0 is refused, naming the new one)."""
+    from keras_caps.applications import check_model_name
+
+    try:
+        return check_model_name(text)
+    except ValueError:
+        from keras_caps.applications import MODELS
+        from keras_caps.applications import current_model_name
+
+        renamed = current_model_name(text)
+        since = (f"; it is named {renamed!r} since 0.2.0"
+                 if renamed in MODELS else "")
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r}{since} (choose from "
+            f"{', '.join(MODELS)})") from None
+
+
+def model_help():
+    """`--model`'s help: the registered names by kind."""
+    from keras_caps.applications import MODELS
+
+    def names(kind):
+        return ", ".join(name for name, entry in MODELS.items()
+                         if entry.kind == kind)
+
+    return (f"The papers' models: {names('paper')}. CapsuleClassifier with "
+            f"one router: {names('router')}. The controls of `compare`: "
+            f"{names('control')}. Defaults to efficient_capsnet.")
+
+
 def dataset_name(text):
     """The `--dataset` converter: a built-in dataset's name, or a dataset a
     user brings (`folder:PATH`, `npz:PATH`, `tfds:NAME`)."""

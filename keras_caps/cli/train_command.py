@@ -13,6 +13,8 @@ from keras_caps.cli.shared_arguments import dataset_help
 from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_options
 from keras_caps.cli.shared_arguments import dataset_slug
+from keras_caps.cli.shared_arguments import model_help
+from keras_caps.cli.shared_arguments import model_name
 from keras_caps.cli.shared_arguments import user_data_options
 
 
@@ -35,21 +37,21 @@ def add_train_command(commands):
     train.add_argument("--stem-normalization", default=None,
                        choices=("batch", "group"),
                        help="The convolutional stem's normalisation, for "
-                       "the models that have the option (capsule_"
-                       "classifier_*, cnn_baseline, cnn_positions, "
-                       "cnn_vectors): batch (the default) or group "
-                       "(GroupNorm, no batch statistics).")
+                       "the models that have the option (the routers' "
+                       "models and the controls but sabour_cnn): batch "
+                       "(the default) or group (GroupNorm, no batch "
+                       "statistics).")
     add_viewpoints_argument(train, "the test metrics")
     train.set_defaults(handler=run_train, on_interrupt=_describe_interrupted)
 
 
 def _add_recipe_arguments(train):
-    from keras_caps.training import MODELS
     from keras_caps.training import PRECISIONS
     from keras_caps.training import STRATEGIES
 
     train.add_argument("--model", default="efficient_capsnet",
-                       choices=sorted(MODELS))
+                       type=model_name, metavar="MODEL",
+                       help=model_help())
     train.add_argument("--dataset", default="mnist", type=dataset_name,
                        help=dataset_help())
     train.add_argument("--epochs", type=positive_int, default=None,

@@ -2,10 +2,10 @@
 
 `compare(ComparisonSettings(routers, dataset, seeds=...), output_dir=...)`
 trains every compared model (the routers of `CapsuleClassifier`, the CNN
-and the controls of `COMPARED_MODELS`) with the recipe of `keras-caps
-train`, one model per seed, evaluates each on the same clean, corrupted
-and attacked test images and writes the table with its statistics. The
-modules, in the order the data flows:
+and the controls of `keras_caps.applications.MODELS`) with the recipe of
+`keras-caps train`, one model per seed, evaluates each on the same
+clean, corrupted and attacked test images and writes the table with its
+statistics. The modules, in the order the data flows:
 
 - `comparison_settings`: `ComparisonSettings`, what a comparison is (the
   schema of `compare.json`); `compared_models`: the models it can train.
@@ -25,7 +25,7 @@ It builds on `keras_caps.training` (each model is a training run),
 `keras_caps.runs` (records and file safety); nothing below imports it.
 """
 
-from keras_caps.compare.compared_models import COMPARED_MODELS
+from keras_caps.compare.compared_models import compared_models
 from keras_caps.compare.compared_models import default_models
 from keras_caps.compare.comparison import compare
 from keras_caps.compare.comparison_settings import ComparisonSettings

@@ -1,45 +1,30 @@
-"""The models a comparison trains: `COMPARED_MODELS` maps each
-comparison name (a router of `CapsuleClassifier`, `"cnn"` and the
-controls of docs/compare.md) to its `keras-caps train --model` name.
+"""The models a comparison can train: the routers and the controls of
+`keras_caps.applications.MODELS` (its `"router"` and `"control"` kinds;
+the papers' models have stems of their own, so they are trained with
+`keras-caps train`).
 """
 
+from keras_caps.applications import MODELS
+from keras_caps.applications import current_model_name
 
 
-from keras_caps import training
-from keras_caps.applications.capsule_classifier import ROUTERS
+def compared_models():
+    """The names `compare` can train, in the registry's order.
 
-# Comparison names -> `keras-caps train --model` names.
-COMPARED_MODELS = {
-    **{router: f"capsule_classifier_{router}" for router in ROUTERS},
-    "cnn": "cnn_baseline",
-    # The controls (docs/compare.md): the CNN ladder's steps 1 to 3 and
-    # Sabour et al.'s baseline CNN.
-    "cnn_positions": "cnn_positions",
-    "cnn_vectors": "cnn_vectors",
-    "cnn_vectors_decoder": "cnn_vectors",
-    "sabour_cnn": "sabour_baseline_cnn",
-}
+    Example:
 
-
-# Models whose decoder is part of what they are: the CNNs have none, the
-# CNN ladder's step 3 (`cnn_vectors_decoder`) is the step that adds it.
-# Every other model has its decoder when the comparison's
-# `reconstruction` says so.
-FIXED_DECODERS = {"cnn": False, "cnn_positions": False,
-                  "cnn_vectors": False, "cnn_vectors_decoder": True,
-                  "sabour_cnn": False}
-
-
-# Left out of the default models: Sabour et al.'s CNN (35.4 M parameters,
-# for their affNIST protocol; name it to train it).
-NOT_BY_DEFAULT = ("sabour_cnn",)
+    >>> compared_models()[:3]
+    ['self_attention', 'dynamic', 'uniform']
+    """
+    return [name for name, entry in MODELS.items() if entry.compared]
 
 
 def default_models(reconstruction=True):
     """The models `compare` trains when none are named.
 
-    Every key of `COMPARED_MODELS` but `NOT_BY_DEFAULT`, and without
-    `reconstruction` but the CNN ladder's step with the decoder.
+    Those registered `compared_by_default` (all but Sabour et al.'s CNN,
+    35.4 M parameters), and without `reconstruction` not the ones whose
+    decoder is part of what they are (the CNN ladder's step 3).
 
     Example:
 
@@ -48,15 +33,50 @@ def default_models(reconstruction=True):
     >>> "cnn_vectors_decoder" in default_models(reconstruction=False)
     False
     """
-    return [name for name in COMPARED_MODELS
-            if name not in NOT_BY_DEFAULT
-            and (reconstruction or not FIXED_DECODERS.get(name, False))]
+    return [name for name in compared_models()
+            if MODELS[name].compared_by_default
+            and (reconstruction or not MODELS[name].family.requires_decoder)]
 
 
 def model_reconstruction(name, reconstruction):
     """Whether the compared model `name` trains with a decoder, given the
-    comparison's `reconstruction`."""
-    return FIXED_DECODERS.get(name, reconstruction)
+    comparison's `reconstruction`: the CNNs have none, the ladder's step 3
+    always has one, the routers follow the comparison."""
+    fixed = MODELS[name].family.fixed_reconstruction
+    return reconstruction if fixed is None else fixed
+
+
+def check_routers(routers):
+    """The compared models `routers` as a list (`None`: every one),
+    refusing an empty, unknown or repeated name."""
+    names = compared_models()
+    routers = names if routers is None else list(routers)
+    if not routers:
+        raise ValueError("Expected at least one router. Received: "
+                         "routers=[]")
+    unknown = [name for name in routers
+               if not isinstance(name, str) or name not in MODELS]
+    if unknown:
+        renamed = [f"{name!r} is named {current_model_name(name)!r}"
+                   for name in unknown if isinstance(name, str)
+                   and current_model_name(name) in MODELS]
+        since = f" ({'; '.join(renamed)} since 0.2.0)" if renamed else ""
+        raise ValueError(
+            f"Unknown routers {unknown}{since}. Expected some of {names}. "
+            f"Received: routers={routers!r}")
+    for name in routers:
+        if not MODELS[name].compared:
+            raise ValueError(
+                f"Received an invalid value for `routers`: {name!r} is a "
+                "paper's model with a stem of its own; a comparison trains "
+                "one stem with each router, and the controls. Train it "
+                f"with `keras-caps train --model {name}`. Expected some of "
+                f"{names}. Received: routers={routers!r}")
+    duplicates = sorted({name for name in routers if routers.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"Duplicate routers {duplicates}. Received: "
+                         f"routers={routers!r}")
+    return routers
 
 
 def check_controls(routers, dataset, reconstruction):
@@ -64,14 +84,14 @@ def check_controls(routers, dataset, reconstruction):
     without a preset for `dataset`, or the ladder's decoder step in a
     comparison without reconstruction."""
     for name in routers:
-        presets = training.MODELS[COMPARED_MODELS[name]].presets
-        if dataset not in presets:
+        family = MODELS[name].family
+        if dataset not in family.presets:
             raise ValueError(
                 f"Received an invalid value for `routers`: {name!r} has no "
-                f"preset for {dataset!r}; it exists for {sorted(presets)}. "
-                f"Drop it. Received: routers={routers!r}, "
-                f"dataset={dataset!r}")
-        if FIXED_DECODERS.get(name) and not reconstruction:
+                f"preset for {dataset!r}; it exists for "
+                f"{sorted(family.presets)}. Drop it. Received: "
+                f"routers={routers!r}, dataset={dataset!r}")
+        if family.requires_decoder and not reconstruction:
             raise ValueError(
                 f"Received an invalid value for `routers`: {name!r} is the "
                 "CNN ladder's step that adds the decoder and its "

@@ -20,8 +20,8 @@ from keras_caps.applications.efficient_capsnet.efficient_capsnet import (
 )
 from keras_caps.compare import multi_digit_comparison
 from keras_caps.compare import user_data_comparison
-from keras_caps.compare.compared_models import COMPARED_MODELS
 from keras_caps.compare.compared_models import check_controls
+from keras_caps.compare.compared_models import check_routers
 from keras_caps.compare.compared_models import default_models
 from keras_caps.compare.compared_models import model_reconstruction
 from keras_caps.datasets.data_record import data_record
@@ -56,7 +56,7 @@ def user_data_settings(routers, dataset, corruptions, preset, read_options,
                 f"comparison on {dataset} measures clean accuracy only. "
                 f"Drop them. Received: corruptions={corruptions!r}")
         return user_data_comparison.read_comparison_data(
-            COMPARED_MODELS[check_routers(routers)[0]], dataset, preset,
+            check_routers(routers)[0], dataset, preset,
             read_options, data_dir=data_dir, download=download)
     if preset is not None or any((read_options or {}).values()):
         raise ValueError(
@@ -85,7 +85,7 @@ def check_settings(routers, dataset, seeds, epochs, steps_per_epoch,
     # The recipe's fields are those of each model's `TrainingSettings`,
     # checked as such.
     recipe = TrainingSettings(
-        COMPARED_MODELS[routers[0]], dataset, epochs=epochs,
+        routers[0], dataset, epochs=epochs,
         steps_per_epoch=steps_per_epoch, batch_size=batch_size,
         validation=validation, preset=preset, until_accuracy=until_accuracy)
     if preset is not None:
@@ -124,9 +124,11 @@ class ComparisonSettings:
     records.
 
     Args:
-        routers: tuple of str or `None`. Keys of `COMPARED_MODELS` (the
-            routers of `CapsuleClassifier`, `"cnn"` and the controls);
-            `None`: `default_models(reconstruction)`.
+        routers: tuple of str or `None`. Models of
+            `keras_caps.applications.MODELS` of the `"router"` and
+            `"control"` kinds (`compared_models()`: the routers of
+            `CapsuleClassifier`, `"cnn"` and the controls); `None`:
+            `default_models(reconstruction)`.
         dataset: str. A `CapsuleClassifier` preset: `"mnist"`,
             `"fashion_mnist"`, `"smallnorb"`, `"mnist_canvas"` or
             `"multi_mnist"` (two digits an image, scored per digit and by
@@ -276,7 +278,7 @@ class ComparisonSettings:
         """The `TrainingSettings` of one model of the comparison.
 
         Args:
-            router: str. A key of `COMPARED_MODELS`.
+            router: str. One of `compared_models()`.
             seed: int. One of the comparison's seeds.
         """
         options = {}
@@ -293,7 +295,7 @@ class ComparisonSettings:
         if dataset_options:
             options["dataset_options"] = dataset_options
         return TrainingSettings(
-            COMPARED_MODELS[router], self.dataset, epochs=self.epochs,
+            router, self.dataset, epochs=self.epochs,
             steps_per_epoch=self.steps_per_epoch,
             batch_size=self.batch_size, seed=seed,
             validation=self.validation,
@@ -370,23 +372,6 @@ def with_normalization_defaults(record):
                 for field in dataclasses.fields(ComparisonSettings)
                 if field.name in ("adapt_batchnorm", "stem_normalization")}
     return {**defaults, **record}
-
-
-def check_routers(routers):
-    routers = list(COMPARED_MODELS) if routers is None else list(routers)
-    if not routers:
-        raise ValueError("Expected at least one router. Received: "
-                         "routers=[]")
-    unknown = [name for name in routers if name not in COMPARED_MODELS]
-    if unknown:
-        raise ValueError(
-            f"Unknown routers {unknown}. Expected some of "
-            f"{list(COMPARED_MODELS)}. Received: routers={routers!r}")
-    duplicates = sorted({name for name in routers if routers.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"Duplicate routers {duplicates}. Received: "
-                         f"routers={routers!r}")
-    return routers
 
 
 def _check_seeds(seeds):

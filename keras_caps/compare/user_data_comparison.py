@@ -6,7 +6,7 @@ The comparison's `"data"` is `{"data_dir": ..., "source": <the data's
 UserDataset.source_record()>}` (with its content fingerprint: a changed
 folder is refused on resume, as other data is), and its `"preset"` the
 `CapsuleClassifier` preset every model trains with (the closest to the
-images by default, see `keras_caps.training.model_recipe.closest_preset`).
+images by default, see `keras_caps.training.preset_choice.closest_preset`).
 The corruptions of `keras_caps.evaluation.robustness` read the built-in
 test sets, so a comparison on a user's data measures clean accuracy only.
 """
@@ -47,7 +47,7 @@ def read_comparison_data(model, dataset, preset, read_options, *,
 
     ```python
     preset, data = read_comparison_data(
-        "capsule_classifier_dynamic", "folder:my_images", None,
+        "dynamic", "folder:my_images", None,
         {"image_size": 28})
     ```
     """

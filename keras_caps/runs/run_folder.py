@@ -50,6 +50,9 @@ class RunFolder:
             `keras_caps.training.TrainingSettings`, whose record is the
             schema of `run.json`'s `settings`), or any JSON-serialisable
             dict. A folder made with other settings is refused.
+        upgrade_settings: Callable or `None`. Maps the `settings` an
+            earlier version recorded to today's form (e.g. a model's new
+            name) before they are compared; `None`: as recorded.
 
     Example:
 
@@ -61,8 +64,9 @@ class RunFolder:
     ```
     """
 
-    def __init__(self, path, settings):
+    def __init__(self, path, settings, upgrade_settings=None):
         self.path = path
+        self.upgrade_settings = upgrade_settings
         if hasattr(settings, "to_record"):
             settings = settings.to_record()
         self.settings = json.loads(json.dumps(settings))
@@ -211,6 +215,10 @@ class RunFolder:
                 f"({error}). Pass `--fresh` (`fresh=True`) to delete the "
                 "run's files and start over, or use another "
                 "`--output-dir`.") from None
+        if self.upgrade_settings is not None and isinstance(
+                record.get("settings"), dict):
+            record = {**record,
+                      "settings": self.upgrade_settings(record["settings"])}
         return record
 
     def _write(self):

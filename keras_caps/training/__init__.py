@@ -2,7 +2,6 @@
 JAX and PyTorch)."""
 
 from keras_caps.training.best_checkpoint import BestCheckpoint
-from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.run_evaluation import evaluate
 from keras_caps.training.strategy import STRATEGIES
 from keras_caps.training.strategy import get_strategy

@@ -12,11 +12,11 @@ import keras
 
 from keras_caps import datasets
 from keras_caps import model_roles as roles
+from keras_caps.applications import MODELS
 from keras_caps.datasets.viewpoints import TEST_SPLITS as VIEWPOINT_TEST_SPLITS
 from keras_caps.diagnostics import find_routers
 from keras_caps.training.data_batches import batch_count
 from keras_caps.training.data_batches import first_batch_shapes
-from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.strategy import shard_by_data
 from keras_caps.training.user_data import build_for_user_data
 from keras_caps.training.user_data import training_statistics
@@ -30,7 +30,7 @@ def build_model_and_splits(settings, data, distribution, execution):
     and the `UserDataset` of a dataset a user brings (else `None`).
     """
     data_dir, user_data = data
-    family = MODELS[settings.model]
+    family = MODELS[settings.model].family
     if user_data is None:
         load, input_statistics = _built_in_loader(
             settings, data_dir, execution["download"],
@@ -78,7 +78,7 @@ def _built_in_loader(settings, data_dir, download, workers=None):
     dataset, seed = settings.dataset, settings.seed
     options = settings.dataset_options
     input_statistics = None
-    if MODELS[settings.model].standardizes_input(dataset):
+    if MODELS[settings.model].family.standardizes_input(dataset):
         input_statistics = datasets.training_statistics(
             dataset, data_dir=data_dir, seed=seed,
             validation=settings.validation, download=download,
@@ -99,7 +99,8 @@ def _user_data_loader(settings, user_data):
     """`load(split)` of a dataset a user brings, and the input statistics
     of models that standardise their input (else `None`)."""
     input_statistics = None
-    if MODELS[settings.model].standardizes_input(settings.preset_name()):
+    if MODELS[settings.model].family.standardizes_input(
+            settings.preset_name()):
         input_statistics = training_statistics(
             user_data, seed=settings.seed, validation=settings.validation)
 

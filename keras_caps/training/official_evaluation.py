@@ -10,9 +10,10 @@ import inspect
 import os
 
 from keras_caps import datasets
+from keras_caps.applications import MODELS
+from keras_caps.applications import check_model_name
 from keras_caps.training.hardware import describe_hardware
 from keras_caps.training.model_building import check_labels_match
-from keras_caps.training.model_recipe import MODELS
 from keras_caps.validation import check_known_name
 
 
@@ -44,11 +45,11 @@ def evaluate_official_weights(weights, dataset, *, model="efficient_capsnet",
         `test` metrics.
     """
     check_known_name("dataset", dataset, datasets.DATASETS)
-    family = MODELS[check_known_name("model", model, MODELS)]
+    family = MODELS[check_model_name(model)].family
     if "weights" not in inspect.signature(family.builder).parameters:
         supported = sorted(name for name, candidate in MODELS.items()
                            if "weights" in inspect.signature(
-                               candidate.builder).parameters)
+                               candidate.family.builder).parameters)
         raise ValueError(
             f"Official weights load into {supported} only. Received: "
             f"model={model!r}")

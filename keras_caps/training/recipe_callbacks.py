@@ -13,6 +13,7 @@ import os
 
 import keras
 
+from keras_caps.applications import MODELS
 from keras_caps.callbacks import RoutingTemperatureScheduler
 from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.training.accuracy_target import AccuracyTarget
@@ -20,7 +21,6 @@ from keras_caps.training.backend_runtime import logs_callbacks
 from keras_caps.training.best_checkpoint import BestCheckpoint
 from keras_caps.training.epoch_clock import EpochClock
 from keras_caps.training.history_trim import HistoryTrim
-from keras_caps.training.model_recipe import MODELS
 from keras_caps.training.resumable_backup import ResumableBackup
 from keras_caps.training.step_timer import SteadyStepTimer
 
@@ -103,7 +103,7 @@ def make_recipe_callbacks(settings, work_dir, checkpoint, backup, clock):
     """The `RecipeCallbacks` of a run of `settings` in `work_dir`: its
     schedules and logs, `checkpoint`, `backup` and `clock`, an accuracy
     target (with `until_accuracy`) and a new step timer."""
-    family = MODELS[settings.model]
+    family = MODELS[settings.model].family
     callbacks = _run_callbacks(
         work_dir, checkpoint, backup,
         family.learning_rate_schedule(settings.preset_name()),

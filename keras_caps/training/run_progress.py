@@ -8,6 +8,7 @@ import os
 
 import keras
 
+from keras_caps.applications import current_model_name
 from keras_caps.datasets.data_record import data_differences
 from keras_caps.datasets.data_record import data_record
 from keras_caps.runs import is_keras_caps_export
@@ -46,6 +47,16 @@ def finished_run(run, settings):
         "The run in %s is already complete, with the same settings: "
         "nothing to do (pass --fresh to train it again).", run.path)
     return read_json_record(os.path.join(run.path, "metrics.json"))
+
+
+def current_settings(recorded):
+    """The `settings` of a `run.json` with the model under its current
+    name (a run written before 0.2.0 may name it otherwise), so that the
+    run resumes: `RunFolder`'s `upgrade_settings`."""
+    if not isinstance(recorded.get("model"), str):
+        return recorded
+    return {**recorded, "model": current_model_name(
+        recorded["model"], recorded.get("reconstruction"))}
 
 
 def record_backend(run):

@@ -61,6 +61,7 @@ from keras_caps.training.run_artifacts import reload_trained
 from keras_caps.training.run_artifacts import split_metrics
 from keras_caps.training.run_artifacts import training_kept
 from keras_caps.training.run_artifacts import write_artifacts
+from keras_caps.training.run_progress import current_settings
 from keras_caps.training.run_progress import finished_run
 from keras_caps.training.run_progress import record_backend
 from keras_caps.training.run_progress import run_settings
@@ -110,7 +111,8 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     model and the best checkpoint, and into the export.
 
     Args:
-        model: str. A key of `MODELS`. Defaults to `"efficient_capsnet"`.
+        model: str. A key of `keras_caps.applications.MODELS`. Defaults to
+            `"efficient_capsnet"`.
         dataset: str. A key of `keras_caps.datasets.DATASETS`, or a
             dataset a user brings (`"folder:PATH"`, `"npz:PATH"`,
             `"tfds:NAME"`). Defaults to `"mnist"`.
@@ -270,7 +272,8 @@ def _run_chief(settings, output_dir, fresh, data, distribution,
     # an export of keras_caps (which a rerun replaces), and before `fresh`
     # deletes anything.
     check_export_target(export_dir, overwrite=True, model_path=model_path)
-    run = RunFolder(output_dir, run_settings(settings, data[0]))
+    run = RunFolder(output_dir, run_settings(settings, data[0]),
+                    upgrade_settings=current_settings)
     finished = None if fresh else finished_run(run, settings)
     if finished is not None:
         return finished

@@ -14,11 +14,13 @@ import inspect
 import numbers
 
 from keras_caps import datasets
+from keras_caps.applications import MODELS
+from keras_caps.applications import check_model_name
+from keras_caps.applications import current_model_name
 from keras_caps.datasets.user_dataset import is_user_dataset
 from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.schedules import ExponentialTemperatureDecay
-from keras_caps.training.model_recipe import MODELS
-from keras_caps.training.model_recipe import closest_preset
+from keras_caps.training.preset_choice import closest_preset
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_known_name
 from keras_caps.validation import check_positive_int
@@ -61,7 +63,7 @@ class TrainingSettings:
     run records.
 
     Args:
-        model: str. A key of `keras_caps.training.MODELS`.
+        model: str. A key of `keras_caps.applications.MODELS`.
         dataset: str. A key of `keras_caps.datasets.DATASETS`, or a
             dataset a user brings: `"folder:PATH"`, `"npz:PATH"` or
             `"tfds:NAME"` (see `keras_caps.datasets.user_dataset`).
@@ -150,7 +152,7 @@ class TrainingSettings:
     stem_normalization: str | None = None
 
     def __post_init__(self):
-        check_known_name("model", self.model, MODELS)
+        check_model_name(self.model)
         if not self.is_user_data():
             check_known_name("dataset", self.dataset, datasets.DATASETS)
         self._check_user_data_fields()
@@ -178,7 +180,7 @@ class TrainingSettings:
             return
         check_known_name("stem_normalization", self.stem_normalization,
                          ("batch", "group"))
-        builder = MODELS[self.model].builder
+        builder = MODELS[self.model].family.builder
         if "stem_normalization" not in inspect.signature(
                 builder).parameters:
             raise ValueError(
@@ -291,7 +293,7 @@ class TrainingSettings:
         Returns:
             A new `TrainingSettings`; resolving it again changes nothing.
         """
-        family = MODELS[self.model]
+        family = MODELS[self.model].family
         preset_name = self.preset_name()
         if self.is_user_data() and preset_name not in family.presets:
             raise ValueError(
@@ -365,7 +367,9 @@ class TrainingSettings:
 
     @classmethod
     def from_record(cls, record):
-        """The settings of a record written by `to_record` (a `run.json`).
+        """The settings of a record written by `to_record` (a `run.json`),
+        with the model's current name when an earlier version wrote it
+        (`keras_caps.applications.current_model_name`).
 
         Raises:
             TypeError, ValueError: when `record` is not such a record
@@ -388,6 +392,10 @@ class TrainingSettings:
                 f"Received: record={record!r}")
         fields = {key: value for key, value in record.items()
                   if key not in ("protocol", "routing_temperature")}
+        # Records written before 0.2.0 name some models otherwise.
+        if isinstance(record["model"], str):
+            fields["model"] = current_model_name(record["model"],
+                                                 record["reconstruction"])
         fields["validation"] = _validation_of(record["protocol"])
         fields.update(_temperature_fields(record.get("routing_temperature")))
         return cls(**fields)

@@ -13,16 +13,17 @@ import pytest
 
 from keras_caps import layers
 from keras_caps import losses
+from keras_caps.applications import MODELS
 from keras_caps.applications import POSITION_CNN
 from keras_caps.applications import SABOUR_BASELINE_CNN
 from keras_caps.applications import VECTOR_CNN
+from keras_caps.applications import VECTOR_CNN_DECODER
 from keras_caps.applications import CapsuleClassifier
 from keras_caps.applications import PositionCNN
 from keras_caps.applications import SabourBaselineCNN
 from keras_caps.applications import VectorCNN
 from keras_caps.applications.capsule_classifier import ROUTERS
 from keras_caps.testing import TestCase
-from keras_caps.training import MODELS
 from tests.applications import stem_counts
 
 _SHAPE = (16, 16, 1)
@@ -141,7 +142,7 @@ class UniformRoutingTest(TestCase):
                                          compile=False)
         self.assertEqual(_trainable(with_decoder),
                          161664 + _decoder(28 * 28))
-        self.assertIs(MODELS["capsule_classifier_uniform"].builder.func,
+        self.assertIs(MODELS["uniform"].family.builder.func,
                       CapsuleClassifier)
 
     def test_uniform_refuses_routing_options(self):
@@ -211,12 +212,28 @@ class CNNLadderTest(TestCase):
                             atol=1e-5)
 
     def test_registered_for_train_and_decoders(self):
-        self.assertIs(MODELS["cnn_positions"], POSITION_CNN)
-        self.assertIs(MODELS["cnn_vectors"], VECTOR_CNN)
-        self.assertIs(MODELS["sabour_baseline_cnn"], SABOUR_BASELINE_CNN)
+        self.assertIs(MODELS["cnn_positions"].family, POSITION_CNN)
+        self.assertIs(MODELS["cnn_vectors"].family, VECTOR_CNN)
+        self.assertIs(MODELS["cnn_vectors_decoder"].family,
+                      VECTOR_CNN_DECODER)
+        self.assertIs(MODELS["sabour_cnn"].family, SABOUR_BASELINE_CNN)
+        self.assertEqual({MODELS[name].kind for name in (
+            "cnn", "cnn_positions", "cnn_vectors", "cnn_vectors_decoder",
+            "sabour_cnn")}, {"control"})
         self.assertFalse(POSITION_CNN.has_decoder)
-        self.assertTrue(VECTOR_CNN.has_decoder)
         self.assertFalse(SABOUR_BASELINE_CNN.has_decoder)
+        # The ladder's steps 2 and 3 are two names, one model each: the
+        # step without the decoder refuses one, the step with requires it.
+        self.assertEqual(
+            (VECTOR_CNN.fixed_reconstruction,
+             VECTOR_CNN_DECODER.fixed_reconstruction), (False, True))
+        self.assertEqual(VECTOR_CNN.build("mnist").name, "cnn_vectors")
+        self.assertEqual(VECTOR_CNN_DECODER.build("mnist").name,
+                         "cnn_vectors_decoder")
+        with self.assertRaisesRegex(ValueError, "no reconstruction decoder"):
+            VECTOR_CNN.build("mnist", reconstruction=True)
+        with self.assertRaisesRegex(ValueError, "defined by its"):
+            VECTOR_CNN_DECODER.build("mnist", reconstruction=False)
         with self.assertRaisesRegex(ValueError, "no decoder"):
             PositionCNN("mnist", reconstruction=True)
         self.assertEqual(VectorCNN("mnist", compile=False).name,

@@ -3,13 +3,13 @@ import numpy as np
 import pytest
 from absl.testing import parameterized
 
+from keras_caps.applications import MODELS
 from keras_caps.applications import MatrixCapsNet
 from keras_caps.applications.matrix_capsnet import MATRIX_CAPSNET
 from keras_caps.applications.matrix_capsnet import recipe_callbacks
 from keras_caps.callbacks import SpreadLossMarginSchedule
 from keras_caps.losses import SpreadLoss
 from keras_caps.testing import TestCase
-from keras_caps.training.model_recipe import MODELS
 
 # Trainable parameters from the layer shapes (Hinton et al. 2018, §5),
 # 1-channel images, n classes:
@@ -116,7 +116,7 @@ class MatrixCapsNetTest(TestCase):
 
     @pytest.mark.single_backend
     def test_recipe_and_schedule(self):
-        self.assertIs(MODELS["matrix_capsnet"], MATRIX_CAPSNET)
+        self.assertIs(MODELS["matrix_capsnet"].family, MATRIX_CAPSNET)
         self.assertFalse(MATRIX_CAPSNET.has_decoder)
         (schedule,) = recipe_callbacks("smallnorb", 30)
         self.assertIsInstance(schedule, SpreadLossMarginSchedule)

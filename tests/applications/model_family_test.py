@@ -69,7 +69,9 @@ TOY = ModelFamily(name="ToyCapsNet", builder=ToyCapsNet, presets=TOY_PRESETS)
                     reason="the training recipe and export need TensorFlow")
 def test_a_new_family_trains_through_the_recipe(tmp_path, monkeypatch):
     # Step 4: registration under a command-line name.
-    monkeypatch.setitem(training.MODELS, "toy_capsnet", TOY)
+    monkeypatch.setitem(
+        applications.MODELS, "toy_capsnet",
+        applications.RegisteredModel(TOY, "paper", "a toy CapsNet"))
     data_dir = write_idx_dataset(str(tmp_path / "mnist"),
                                  synthetic_digits(80, seed=0),
                                  synthetic_digits(16, seed=1))
@@ -90,7 +92,8 @@ def test_a_new_family_trains_through_the_recipe(tmp_path, monkeypatch):
 
 
 def test_every_registered_family_is_data():
-    for name, family in training.MODELS.items():
+    for name, entry in applications.MODELS.items():
+        family = entry.family
         assert isinstance(family, ModelFamily), name
         for dataset in family.presets:
             preset = family.get_preset(dataset)

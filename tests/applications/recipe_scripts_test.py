@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
+from keras_caps.applications import MODELS
 from keras_caps.cli import build_parser
-from keras_caps.training.model_recipe import MODELS
 
 _REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 _SCRIPTS = sorted((_REPOSITORY / "applications").glob("*.sh"))
@@ -55,6 +55,6 @@ def test_a_recipe_trains_its_model_with_its_preset(script, tmp_path):
     assert args.data_dir == str(tmp_path / "data")  # Its first argument.
     assert args.seed == 7  # Extra arguments are passed on.
     assert args.model in MODELS
-    preset = MODELS[args.model].get_preset(args.dataset)
+    preset = MODELS[args.model].family.get_preset(args.dataset)
     assert args.epochs == preset["epochs"]
     assert args.batch_size in (None, preset["batch_size"])

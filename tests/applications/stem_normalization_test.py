@@ -123,10 +123,10 @@ class GroupNormStemTest(TestCase):
 
     @pytest.mark.single_backend
     def test_training_settings_record_it_only_when_set(self):
-        plain = TrainingSettings("cnn_baseline", "mnist")
+        plain = TrainingSettings("cnn", "mnist")
         self.assertNotIn("stem_normalization", plain.to_record())
         self.assertEqual(plain.builder_options(), {})
-        group = TrainingSettings("capsule_classifier_dynamic", "mnist",
+        group = TrainingSettings("dynamic", "mnist",
                                  stem_normalization="group")
         record = group.resolve().to_record()
         self.assertEqual(record["stem_normalization"], "group")
@@ -138,5 +138,5 @@ class GroupNormStemTest(TestCase):
                                     "`stem_normalization`"):
             TrainingSettings("capsnet", "mnist", stem_normalization="group")
         with self.assertRaisesRegex(ValueError, "Unknown `stem_normalization"):
-            TrainingSettings("cnn_baseline", "mnist",
+            TrainingSettings("cnn", "mnist",
                              stem_normalization="instance")

@@ -171,10 +171,10 @@ class VectorRoutingCapsNetTest(TestCase):
                     reason="the training recipe and export need TensorFlow")
 class VectorRoutingCapsNetRecipeTest(TestCase):
     def test_registered_for_the_recipe(self):
-        from keras_caps.training import MODELS
+        from keras_caps.applications import MODELS
         from keras_caps.training.best_checkpoint import resolve_monitor
 
-        recipe = MODELS["vector_routing_capsnet"]
+        recipe = MODELS["vector_routing_capsnet"].family
         self.assertIs(recipe.builder, VectorRoutingCapsNet)
         self.assertEqual(recipe.get_preset("mnist")["batch_size"], 32)
         self.assertAllClose(recipe.learning_rate_schedule("mnist")(1), 9e-4)

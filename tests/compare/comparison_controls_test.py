@@ -47,11 +47,12 @@ class CompareControlsTest(TestCase):
                                  (name, reconstruction))
                 self.assertEqual(settings.resolve().reconstruction,
                                  decoder)
-        self.assertEqual(compared_models.COMPARED_MODELS["cnn_vectors_decoder"],
-                         compared_models.COMPARED_MODELS["cnn_vectors"])
+        self.assertEqual(
+            _settings(True).training_settings("cnn_vectors_decoder", 0).model,
+            "cnn_vectors_decoder")
 
     def test_default_models(self):
-        routers = [name for name in compared_models.COMPARED_MODELS
+        routers = [name for name in compared_models.compared_models()
                    if name.startswith(("self_attention", "dynamic"))]
         for reconstruction in (True, False):
             names = compared_models.default_models(reconstruction)
@@ -95,7 +96,7 @@ class CompareControlsTest(TestCase):
             synthetic_digits(20, seed=0), synthetic_digits(10, seed=1))
         output_dir = os.path.join(self.get_temp_dir(), "group")
         with self.assertRaisesRegex(
-                ValueError, "'sabour_baseline_cnn' has no "
+                ValueError, "'sabour_cnn' has no "
                 "`stem_normalization` option.*stem_normalization='group'"):
             run_comparison(
                 ["cnn_positions", "cnn_vectors", "sabour_cnn"], "mnist",

@@ -87,7 +87,7 @@ def test_resolve_fills_in_the_preset_and_the_data(tmp_path):
         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz",
         "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]
     assert settings.data is None  # Frozen: resolving made a new record.
-    assert resolved.training_settings("cnn", 0).model == "cnn_baseline"
+    assert resolved.training_settings("cnn", 0).model == "cnn"
     assert resolved.models() == [("cnn", 0)]
 
 

@@ -92,7 +92,7 @@ class CompareViewpointsTest(TestCase):
         output_dir = os.path.join(self.get_temp_dir(), "unused")
         for command in (["compare", "--dataset", "mnist"],
                         ["train", "--dataset", "fashion_mnist",
-                         "--model", "cnn_baseline"]):
+                         "--model", "cnn"]):
             stderr = io.StringIO()
             with contextlib.redirect_stderr(stderr):
                 code = cli.main([*command, "--viewpoints", "azimuth",

@@ -191,10 +191,10 @@ def test_refusals():
     with pytest.raises(ValueError, match=r"`split`.*test_novel.*viewpoints"):
         smallnorb.load("test_novel", batch_size=4)
     with pytest.raises(ValueError, match=r"`viewpoints`.*'fashion_mnist'"):
-        TrainingSettings(model="cnn_baseline", dataset="fashion_mnist",
+        TrainingSettings(model="cnn", dataset="fashion_mnist",
                          dataset_options={"viewpoints": "elevation"})
     with pytest.raises(ValueError, match=r"`viewpoints`.*'npz:x.npz'"):
-        TrainingSettings(model="cnn_baseline", dataset="npz:x.npz",
+        TrainingSettings(model="cnn", dataset="npz:x.npz",
                          dataset_options={"viewpoints": "elevation"})
     with pytest.raises(ValueError, match=r"\[0, 17\]"):
         viewpoints.familiar_mask("azimuth", [0, 34])  # Raw, not TFDS

@@ -3,9 +3,11 @@
 The guide's toy router is added to a copy of the package through exactly
 its two steps (the file of step 1, the table entry of step 2 appended to
 `routers.py`), and a fresh interpreter on that copy checks what the guide
-promises: the router contract test covers it, and it is a saved and
-reloaded layer, a `CapsuleClassifier` router, a `train` model and a
-`compare` choice, in the diagnostics and in the routing maps.
+promises: the router contract test and the classifier's parameter and
+training test cover it unedited, and it is a saved and reloaded layer, a
+`CapsuleClassifier` router, a `train` model and a `compare` choice of the
+one registry, in `--help`, the docs' model table, the diagnostics and the
+routing maps.
 """
 
 import os
@@ -24,12 +26,16 @@ CHECKS = """
 import keras, numpy as np
 from keras_caps import diagnostics, visualization
 from keras_caps.applications import CapsuleClassifier
-from keras_caps.compare.compared_models import COMPARED_MODELS
+from keras_caps.applications import MODELS
+from keras_caps.compare.compared_models import compared_models
 from keras_caps.layers.cosine_routing import CosineRouting
-from keras_caps.training import MODELS
+from keras_caps.training import TrainingSettings
+from docs._hooks.model_tables import model_table
 
-assert COMPARED_MODELS["cosine"] == "capsule_classifier_cosine"
-assert "capsule_classifier_cosine" in MODELS
+assert MODELS["cosine"].kind == "router"
+assert "cosine" in compared_models()
+assert TrainingSettings("cosine", "mnist").resolve().reconstruction is True
+assert "| `cosine` | [`CosineRouting`]" in model_table("router")
 model = CapsuleClassifier("mnist", router="cosine", input_shape=(16, 16, 1),
                           reconstruction=False)
 router = model.get_layer("digit_caps")
@@ -83,9 +89,14 @@ def test_the_guides_two_steps_make_a_router(tmp_path):
     _copy_with_the_guides_router(tmp_path)
     shutil.copy(REPO / "tests" / "layers" / "router_contract_test.py",
                 tmp_path / "router_contract_test.py")
-    # The contract's NumPy couplings (the `coupling` options).
+    # The contract's NumPy couplings (the `coupling` options), the
+    # classifier's test of every router and the docs' table hook.
     for path in ("tests/__init__.py", "tests/ops/__init__.py",
-                 "tests/ops/sparse_couplings_reference.py"):
+                 "tests/ops/sparse_couplings_reference.py",
+                 "tests/applications/__init__.py",
+                 "tests/applications/stem_counts.py",
+                 "tests/applications/capsule_classifier_test.py",
+                 "docs/_hooks/model_tables.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / path, tmp_path / path)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -96,11 +107,23 @@ def test_the_guides_two_steps_make_a_router(tmp_path):
     # The contract's checks for CosineRouting: layout, trace, round trips,
     # low precision under float16 and bfloat16, and multiply-adds.
     assert re.search(r"\b6 passed", contract.stdout), contract.stdout
+    # The classifier's tests of every router, unedited: registered as a
+    # model, and its parameters (the stem, the primary capsules and the
+    # router's own weights, nothing else) and two training steps.
+    classifier = _run([sys.executable, "-m", "pytest", "-q", "-p",
+                       "no:cacheprovider", "-k",
+                       "cosine or every_router_is_a_registered_model",
+                       "tests/applications/capsule_classifier_test.py"],
+                      tmp_path)
+    assert classifier.returncode == 0, (classifier.stdout
+                                        + classifier.stderr)
+    assert re.search(r"\b2 passed", classifier.stdout), classifier.stdout
     checks = _run([sys.executable, "-c", CHECKS], tmp_path)
     assert checks.returncode == 0, checks.stdout + checks.stderr
     assert "GUIDE OK" in checks.stdout
-    usage = _run([sys.executable, "-m", "keras_caps.cli", "compare",
-                  "--help"], tmp_path)
-    assert usage.returncode == 0, usage.stderr
-    # argparse wraps the long list of choices, possibly inside a name.
-    assert "cosine" in re.sub(r"\s+", "", usage.stdout), usage.stdout
+    for command in ("compare", "train"):
+        usage = _run([sys.executable, "-m", "keras_caps.cli", command,
+                      "--help"], tmp_path)
+        assert usage.returncode == 0, usage.stderr
+        # argparse wraps the long list of names, possibly inside a name.
+        assert "cosine" in re.sub(r"\s+", "", usage.stdout), usage.stdout

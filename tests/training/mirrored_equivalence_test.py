@@ -46,7 +46,7 @@ import keras
 import numpy as np
 
 from keras_caps import datasets
-from keras_caps.training import MODELS
+from keras_caps.applications import MODELS
 
 data_dir, output = sys.argv[1], sys.argv[2]
 one_device = tf.distribute.OneDeviceStrategy("/cpu:0")
@@ -61,7 +61,7 @@ for name, freeze_batch_norm in (("capsnet", False),
         train = datasets.load("mnist", "train", batch_size=16,
                               data_dir=data_dir, augment=False, seed=1)
         with strategy.scope():
-            model = MODELS[name].builder("mnist")
+            model = MODELS[name].family.builder("mnist")
         if freeze_batch_norm:
             for layer in model.layers:
                 if isinstance(layer, keras.layers.BatchNormalization):

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from keras_caps import training
-from keras_caps.training import MODELS
+from keras_caps.applications import MODELS
 from tests.training import recipe_datasets
 
 MIXED = ("mixed_float16", "mixed_bfloat16")
@@ -30,8 +30,7 @@ ACCURACY_MARGIN = 0.03
 # Efficient-CapsNet's stem, head and layers (each tested under mixed
 # precision in tests/layers): one of them runs in CI, the rest are `large`
 # (about 12 s each on 2 CPU cores).
-_FAST_SHARED_STEM = ("capsule_classifier_inverted_attention",
-                     "mixed_bfloat16")
+_FAST_SHARED_STEM = ("inverted_attention", "mixed_bfloat16")
 # float16 is emulated on most CPUs: two steps of this CIFAR-sized model
 # took 154 s on a loaded 2-core machine (13 s under mixed_bfloat16, which
 # runs in CI).
@@ -40,14 +39,14 @@ _SLOW_FLOAT16_ON_CPUS = {("inverted_attention_capsnet", "mixed_float16")}
 # The comparison's controls: the CNN ladder shares the stem above (its
 # heads are Keras layers), and Sabour et al.'s CNN holds 35.4 M
 # parameters.
-_CONTROLS = ("cnn_positions", "cnn_vectors", "sabour_baseline_cnn")
+_CONTROLS = ("cnn_positions", "cnn_vectors", "cnn_vectors_decoder",
+             "sabour_cnn")
 
 
 def _short_trainings():
     for name in sorted(MODELS):
         for precision in MIXED:
-            slow = (((name.startswith("capsule_classifier_")
-                      or name == "cnn_baseline")
+            slow = (((MODELS[name].kind == "router" or name == "cnn")
                      and (name, precision) != _FAST_SHARED_STEM)
                     or name in _CONTROLS
                     or (name, precision) in _SLOW_FLOAT16_ON_CPUS)
@@ -66,7 +65,7 @@ def policy():
 @pytest.mark.parametrize(("name", "precision"), _short_trainings())
 def test_short_training_is_finite_with_float32_weights(name, precision,
                                                        policy):
-    recipe = MODELS[name]
+    recipe = MODELS[name].family
     keras.config.set_dtype_policy(precision)
     keras.utils.set_random_seed(0)
     model = recipe.builder(recipe_datasets.dataset_for(recipe))
@@ -102,7 +101,8 @@ def _accuracy_comparisons():
     an hour; see the README's mixed-precision section). Run them with
     `--run_large`, on a GPU for float16.
     """
-    for name, recipe in sorted(MODELS.items()):
+    for name, entry in sorted(MODELS.items()):
+        recipe = entry.family
         if recipe_datasets.dataset_for(recipe) != "mnist":
             continue
         for precision in MIXED:

@@ -6,9 +6,9 @@ import tensorflow as tf
 from keras_caps import cli
 from keras_caps import datasets
 from keras_caps import training
+from keras_caps.applications import MODELS
 from keras_caps.applications import CapsNet
 from keras_caps.applications import EfficientCapsNet
-from keras_caps.training import MODELS
 
 
 class _StopAfterLoad(Exception):
@@ -34,10 +34,10 @@ def _loader_options(monkeypatch, model, dataset, **train_kwargs):
 
 
 def test_registry_knows_capsnet():
-    assert MODELS["capsnet"].builder is CapsNet
-    assert MODELS["efficient_capsnet"].builder is EfficientCapsNet
-    assert MODELS["efficient_capsnet"].dataset_options("mnist") == {}
-    assert MODELS["capsnet"].get_preset("mnist")["batch_size"] == 128
+    assert MODELS["capsnet"].family.builder is CapsNet
+    assert MODELS["efficient_capsnet"].family.builder is EfficientCapsNet
+    assert MODELS["efficient_capsnet"].family.dataset_options("mnist") == {}
+    assert MODELS["capsnet"].family.get_preset("mnist")["batch_size"] == 128
     args = cli.build_parser().parse_args(
         ["train", "--model", "capsnet", "--dataset", "multi_mnist"])
     assert (args.model, args.dataset) == ("capsnet", "multi_mnist")

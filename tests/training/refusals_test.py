@@ -24,12 +24,12 @@ def test_a_refused_option_leaves_the_folder_unclaimed(tmp_path, capsys,
                                                       monkeypatch):
     data_dir = _tiny_mnist(str(tmp_path / "mnist"))
     output_dir = tmp_path / "run"
-    argv = ["train", "--model", "cnn_baseline", "--data-dir", data_dir,
+    argv = ["train", "--model", "cnn", "--data-dir", data_dir,
             "--output-dir", str(output_dir), "--epochs", "1",
             "--steps-per-epoch", "1", "--batch-size", "8"]
     assert cli.main(argv + ["--routing-temperature", "2"]) == 2
     error = capsys.readouterr().err
-    assert "'cnn_baseline' has no router" in error
+    assert "'cnn' has no router" in error
     assert "--routing-temperature" in error
     assert not output_dir.exists() or os.listdir(output_dir) == []
     # The corrected command runs, without --fresh.

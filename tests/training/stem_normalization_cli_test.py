@@ -25,7 +25,7 @@ def test_train_builds_a_groupnorm_stem_and_records_it(tmp_path, capsys):
                                  (images[:8], labels[:8]))
     output_dir = str(tmp_path / "run")
     status = cli.main([
-        "train", "--model", "cnn_baseline", "--data-dir", data_dir,
+        "train", "--model", "cnn", "--data-dir", data_dir,
         "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "8",
         "--stem-normalization", "group", "--output-dir", output_dir])
     assert status == 0, capsys.readouterr().err

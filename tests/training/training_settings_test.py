@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from keras_caps import applications
 from keras_caps import training
 from keras_caps.training import TrainingSettings
 
@@ -36,8 +37,8 @@ def test_an_older_record_reads_back_and_is_written_the_same():
 
 def test_resolve_takes_the_presets_defaults():
     resolved = TrainingSettings("capsnet", "mnist").resolve()
-    assert (resolved.epochs, resolved.batch_size) == (
-        training.MODELS["capsnet"].get_preset("mnist")["epochs"], 128)
+    preset = applications.MODELS["capsnet"].family.get_preset("mnist")
+    assert (resolved.epochs, resolved.batch_size) == (preset["epochs"], 128)
     assert resolved.reconstruction is True
     assert resolved.dataset_options == {"augmentation": "shift"}
     assert "routing_temperature" not in resolved.to_record()

@@ -144,7 +144,7 @@ def test_train_stops_at_the_target_and_is_never_retrained(tmp_path):
     kwargs = dict(output_dir=output_dir, data_dir=data_dir, epochs=8,
                   steps_per_epoch=2, batch_size=8, until_accuracy=0.9,
                   verbose=0)
-    record = training.train("cnn_baseline", "mnist", **kwargs)
+    record = training.train("cnn", "mnist", **kwargs)
     rows = _history(output_dir)
     values = [float(row["val_accuracy"]) for row in rows]
     # Independently, from the log: the first epoch at or above 0.9 ends
@@ -161,12 +161,12 @@ def test_train_stops_at_the_target_and_is_never_retrained(tmp_path):
         assert json.load(file)["settings"]["until_accuracy"] == 0.9
     # The same command again: finished, not trained again.
     modified = os.path.getmtime(os.path.join(output_dir, "model.keras"))
-    assert training.train("cnn_baseline", "mnist", **kwargs) == record
+    assert training.train("cnn", "mnist", **kwargs) == record
     assert os.path.getmtime(
         os.path.join(output_dir, "model.keras")) == modified
     # Another target in the same folder: refused, nothing changed.
     with pytest.raises(ValueError, match="until_accuracy"):
-        training.train("cnn_baseline", "mnist",
+        training.train("cnn", "mnist",
                        **{**kwargs, "until_accuracy": 0.5})
 
 

@@ -1,4 +1,3 @@
-import functools
 import math
 
 import keras
@@ -238,13 +237,3 @@ def _read_class_capsules(head, outputs):
 CAPSULE_CLASSIFIER = ModelFamily(name="CapsuleClassifier",
                                  builder=CapsuleClassifier,
                                  presets=CAPSULE_CLASSIFIER_PRESETS)
-
-# One family per router, for `keras-caps train --model
-# capsule_classifier_<router>` and `keras-caps compare`.
-CAPSULE_CLASSIFIERS = {
-    router: ModelFamily(
-        name=f"CapsuleClassifier(router={router!r})",
-        builder=functools.partial(CapsuleClassifier, router=router),
-        presets=CAPSULE_CLASSIFIER_PRESETS)
-    for router in ROUTERS
-}

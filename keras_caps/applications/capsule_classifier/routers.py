@@ -35,9 +35,10 @@ scores of the margin loss:
 Adding a router is one entry: a factory and a `RouterChoice(factory,
 layer_class, outputs, description)` in `ROUTERS` (the layer itself is a
 `keras_caps.layers.Router` subclass; `docs/adding-a-router.md`). Every name in
-`ROUTERS` is then a `CapsuleClassifier(router=...)`, a `--model
-capsule_classifier_<name>` of `keras-caps train` and a `--routers` choice
-of `keras-caps compare`.
+`ROUTERS` is then a `CapsuleClassifier(router=...)` and, under the same
+name, a model of `keras_caps.applications.MODELS`: a `--model` of
+`keras-caps train`, a `--routers` choice of `keras-caps compare` and a row
+of the docs' model tables.
 """
 
 import dataclasses
@@ -241,7 +242,3 @@ ROUTERS = {
         description="self-routing (Hahn et al. 2019), 1 pass; lengths are "
         "the activations"),
 }
-
-
-# The name of `RouterChoice` before `keras_caps.layers.Router` existed.
-Router = RouterChoice

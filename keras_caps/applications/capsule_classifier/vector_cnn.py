@@ -1,3 +1,5 @@
+import functools
+
 import keras
 
 from keras_caps import layers
@@ -141,5 +143,13 @@ def VectorCNN(dataset="mnist", *, hidden_units=VECTOR_CNN_HIDDEN_UNITS,
         compile=compile, optimizer=optimizer, jit_compile=jit_compile)
 
 
-VECTOR_CNN = ModelFamily(name="VectorCNN", builder=VectorCNN,
-                         presets=CAPSULE_CLASSIFIER_PRESETS)
+# The CNN ladder's step 2 (no decoder) and step 3 (the decoder and its
+# reconstruction loss): two models, one name each (`cnn_vectors`,
+# `cnn_vectors_decoder`).
+VECTOR_CNN = ModelFamily(
+    name="VectorCNN", builder=functools.partial(VectorCNN,
+                                                reconstruction=False),
+    presets=CAPSULE_CLASSIFIER_PRESETS, has_decoder=False)
+VECTOR_CNN_DECODER = ModelFamily(
+    name="VectorCNN(reconstruction=True)", builder=VectorCNN,
+    presets=CAPSULE_CLASSIFIER_PRESETS, requires_decoder=True)
