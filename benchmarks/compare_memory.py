@@ -39,7 +39,7 @@ def peak_kib(routers, seeds, data_dir, output_dir, isolation):
 
 
 def main():
-    from keras_caps.compare.compared_models import compared_models
+    from keras_caps.compare.compared_models import comparable_models
     from keras_caps.testing import synthetic_digits
     from keras_caps.testing import write_idx_dataset
 
@@ -47,7 +47,7 @@ def main():
     data_dir = write_idx_dataset(os.path.join(folder, "mnist"),
                                  synthetic_digits(200, seed=0),
                                  synthetic_digits(100, seed=1))
-    routers = compared_models()
+    routers = comparable_models()
     isolations = sys.argv[1:] or ["process", "session"]
     for isolation in isolations:
         one = peak_kib(["self_attention"], [0], data_dir,

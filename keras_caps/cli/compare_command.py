@@ -21,7 +21,7 @@ from keras_caps.cli.shared_arguments import user_data_options
 
 def add_compare_command(commands):
     """Registers `compare` and its handler on the subparsers `commands`."""
-    from keras_caps.compare.compared_models import compared_models
+    from keras_caps.compare.compared_models import comparable_models
 
     compare = commands.add_parser(
         "compare", help="Train CapsuleClassifier with each router (and the "
@@ -31,7 +31,7 @@ def add_compare_command(commands):
     compare.add_argument("--routers", type=name_list,
                          default=None,
                          help="Comma-separated, among "
-                         f"{','.join(compared_models())}. Defaults to all "
+                         f"{','.join(comparable_models())}. Defaults to all "
                          "but sabour_cnn (and cnn_vectors_decoder with "
                          "--no-reconstruction).")
     compare.add_argument("--dataset", default="mnist", type=dataset_name,

@@ -25,7 +25,7 @@ It builds on `keras_caps.training` (each model is a training run),
 `keras_caps.runs` (records and file safety); nothing below imports it.
 """
 
-from keras_caps.compare.compared_models import compared_models
+from keras_caps.compare.compared_models import comparable_models
 from keras_caps.compare.compared_models import default_models
 from keras_caps.compare.comparison import compare
 from keras_caps.compare.comparison_settings import ComparisonSettings

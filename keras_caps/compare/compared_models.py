@@ -8,12 +8,12 @@ from keras_caps.applications import MODELS
 from keras_caps.applications import current_model_name
 
 
-def compared_models():
+def comparable_models():
     """The names `compare` can train, in the registry's order.
 
     Example:
 
-    >>> compared_models()[:3]
+    >>> comparable_models()[:3]
     ['self_attention', 'dynamic', 'uniform']
     """
     return [name for name, entry in MODELS.items() if entry.compared]
@@ -33,7 +33,7 @@ def default_models(reconstruction=True):
     >>> "cnn_vectors_decoder" in default_models(reconstruction=False)
     False
     """
-    return [name for name in compared_models()
+    return [name for name in comparable_models()
             if MODELS[name].compared_by_default
             and (reconstruction or not MODELS[name].family.requires_decoder)]
 
@@ -49,7 +49,7 @@ def model_reconstruction(name, reconstruction):
 def check_routers(routers):
     """The compared models `routers` as a list (`None`: every one),
     refusing an empty, unknown or repeated name."""
-    names = compared_models()
+    names = comparable_models()
     routers = names if routers is None else list(routers)
     if not routers:
         raise ValueError("Expected at least one router. Received: "

@@ -25,7 +25,7 @@ from keras_caps.compare.compared_models import check_routers
 from keras_caps.compare.compared_models import default_models
 from keras_caps.compare.compared_models import model_reconstruction
 from keras_caps.datasets.data_record import data_record
-from keras_caps.datasets.user_dataset import is_user_dataset
+from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.evaluation import attack_evaluation
 from keras_caps.evaluation import robustness
@@ -126,7 +126,7 @@ class ComparisonSettings:
     Args:
         routers: tuple of str or `None`. Models of
             `keras_caps.applications.MODELS` of the `"router"` and
-            `"control"` kinds (`compared_models()`: the routers of
+            `"control"` kinds (`comparable_models()`: the routers of
             `CapsuleClassifier`, `"cnn"` and the controls); `None`:
             `default_models(reconstruction)`.
         dataset: str. A `CapsuleClassifier` preset: `"mnist"`,
@@ -278,7 +278,7 @@ class ComparisonSettings:
         """The `TrainingSettings` of one model of the comparison.
 
         Args:
-            router: str. One of `compared_models()`.
+            router: str. One of `comparable_models()`.
             seed: int. One of the comparison's seeds.
         """
         options = {}

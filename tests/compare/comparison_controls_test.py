@@ -52,7 +52,7 @@ class CompareControlsTest(TestCase):
             "cnn_vectors_decoder")
 
     def test_default_models(self):
-        routers = [name for name in compared_models.compared_models()
+        routers = [name for name in compared_models.comparable_models()
                    if name.startswith(("self_attention", "dynamic"))]
         for reconstruction in (True, False):
             names = compared_models.default_models(reconstruction)

@@ -27,13 +27,13 @@ import keras, numpy as np
 from keras_caps import diagnostics, visualization
 from keras_caps.applications import CapsuleClassifier
 from keras_caps.applications import MODELS
-from keras_caps.compare.compared_models import compared_models
+from keras_caps.compare.compared_models import comparable_models
 from keras_caps.layers.cosine_routing import CosineRouting
 from keras_caps.training import TrainingSettings
 from docs._hooks.model_tables import model_table
 
 assert MODELS["cosine"].kind == "router"
-assert "cosine" in compared_models()
+assert "cosine" in comparable_models()
 assert TrainingSettings("cosine", "mnist").resolve().reconstruction is True
 assert "| `cosine` | [`CosineRouting`]" in model_table("router")
 model = CapsuleClassifier("mnist", router="cosine", input_shape=(16, 16, 1),
