@@ -10,7 +10,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from keras_caps import cli
-from keras_caps.datasets.user_dataset import resolve_user_dataset
+from keras_caps.datasets.user_data.user_dataset import resolve_user_dataset
 from keras_caps.runs import is_keras_caps_export
 from keras_caps.testing.image_folders import write_image_folder
 from keras_caps.training import TrainingSettings

@@ -17,7 +17,7 @@ from keras_caps.cli.shared_arguments import dataset_name
 from keras_caps.cli.shared_arguments import dataset_options
 from keras_caps.cli.shared_arguments import requested_corruptions
 from keras_caps.cli.shared_arguments import user_data_options
-from keras_caps.datasets.user_dataset import is_user_dataset
+from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 from keras_caps.runs.output_files import WRITTEN_BY
 from keras_caps.runs.output_files import check_output_path
 

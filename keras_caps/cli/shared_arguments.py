@@ -129,7 +129,7 @@ def dataset_name(text):
     """The `--dataset` converter: a built-in dataset's name, or a dataset a
     user brings (`folder:PATH`, `npz:PATH`, `tfds:NAME`)."""
     from keras_caps.datasets import DATASETS
-    from keras_caps.datasets.user_dataset import is_user_dataset
+    from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 
     if text in DATASETS or is_user_dataset(text):
         return text
@@ -212,7 +212,7 @@ def user_data_options(args):
 def dataset_slug(dataset):
     """A folder-name form of `--dataset`: `mnist`, or for `folder:~/cats`
     `cats` (the last part of a path; TFDS: the name)."""
-    from keras_caps.datasets.user_dataset import is_user_dataset
+    from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 
     if not is_user_dataset(dataset):
         return dataset

@@ -161,7 +161,7 @@ def run_train(args):
     output_dir = _output_dir(args)
     options = dataset_options(args)
     if args.augment is not None:
-        from keras_caps.datasets.user_dataset import is_user_dataset
+        from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 
         if not is_user_dataset(args.dataset):
             raise ValueError(

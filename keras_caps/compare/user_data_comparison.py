@@ -79,7 +79,7 @@ def evaluate_on_user_data(model_path, source, *, data_dir=None,
     record["clean"]["accuracy"]
     ```
     """
-    from keras_caps.datasets.user_dataset import resolve_user_dataset
+    from keras_caps.datasets.user_data.user_dataset import resolve_user_dataset
 
     data = resolve_user_dataset(source["spec"], download=download,
                                 **recorded_read_options(source, data_dir))

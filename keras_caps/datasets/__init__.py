@@ -4,41 +4,32 @@
 describes each dataset. Images are yielded as raw pixels (float32, 0-255
 scale); models scale them themselves.
 
-TensorFlow is imported only when a `tf.data` pipeline is used: `DATASETS`,
-`load` and the NumPy-only modules (`idx`, the IDX reader, `holdout`, the
-validation split, `numpy_augmentation`, `image_batches` and
-`multi_mnist_batches`, the TensorFlow-free pipeline of mnist,
-fashion_mnist and multi_mnist) work on machines without TensorFlow, e.g.
-with the JAX backend.
+Imported here, and free of TensorFlow (so they work with the JAX or
+PyTorch backend on a machine without it): `load` and `training_statistics`
+(`loader`), `DATASETS`, `idx` (the IDX reader), `holdout` (the validation
+split), `viewpoints`, `affnist`, `augmentation_parameters`,
+`numpy_augmentation`, `image_batches`, `multi_mnist_batches` and
+`numpy_pipeline` (the NumPy pipeline of mnist, fashion_mnist and
+multi_mnist).
+
+The `tf.data` pipelines import TensorFlow, so import them yourself when
+you want them: `from keras_caps.datasets import mnist` (also
+`fashion_mnist`, `mnist_canvas`, `multi_mnist`, `smallnorb`, `cifar`,
+`augmentation`, `pipeline`, `sources`, `crops`, `tfds_splits`,
+`prepared_folders`, `data_record`). A dataset a user brings (a folder, a
+`.npz` file, a TFDS name) is `keras_caps.datasets.user_data`.
 """
 
-import importlib
-
+from keras_caps.datasets import affnist
+from keras_caps.datasets import augmentation_parameters
+from keras_caps.datasets import holdout
+from keras_caps.datasets import idx
+from keras_caps.datasets import image_batches
+from keras_caps.datasets import multi_mnist_batches
+from keras_caps.datasets import numpy_augmentation
+from keras_caps.datasets import numpy_pipeline
+from keras_caps.datasets import viewpoints
 from keras_caps.datasets.dataset_info import DATASETS
 from keras_caps.datasets.dataset_info import DatasetInfo
-
-_SUBMODULES = ("affnist",
-               "augmentation", "cifar", "crops", "fashion_mnist", "holdout",
-               "idx", "image_arrays", "image_folder", "image_memory",
-               "image_shifts", "mnist", "mnist_canvas", "multi_mnist",
-               "npz_arrays", "pipeline", "smallnorb", "sources",
-               "tfds_images", "tfds_splits", "user_dataset", "viewpoints",
-               "augmentation_parameters", "image_batches",
-               "multi_mnist_batches", "numpy_augmentation",
-               "numpy_pipeline")
-
-
-def __getattr__(name):
-    if name in _SUBMODULES:
-        return importlib.import_module(f"keras_caps.datasets.{name}")
-    if name in ("load", "training_statistics"):
-        from keras_caps.datasets import loader
-
-        return getattr(loader, name)
-    raise AttributeError(
-        f"module 'keras_caps.datasets' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_SUBMODULES)
-                  + ["load", "training_statistics"])
+from keras_caps.datasets.loader import load
+from keras_caps.datasets.loader import training_statistics

@@ -6,36 +6,34 @@ without TensorFlow.
 """
 
 import functools
-import importlib
 import inspect
 
 from keras_caps.datasets import numpy_pipeline
 from keras_caps.datasets import viewpoints as viewpoints_lib
+from keras_caps.datasets.dataset_info import DATASETS
 from keras_caps.validation import check_bool
 
-# dataset -> (module, function) of its `tf.data` loader.
-_LOADERS = {
-    "mnist": ("mnist", "load"),
-    "mnist_canvas": ("mnist_canvas", "load"),
-    "fashion_mnist": ("fashion_mnist", "load"),
-    "smallnorb": ("smallnorb", "load"),
-    "multi_mnist": ("multi_mnist", "load"),
-    "cifar10": ("cifar", "load_cifar10"),
-    "cifar100": ("cifar", "load_cifar100"),
-}
-# Datasets whose presets may standardise the input, with the function that
-# computes the training images' per-channel statistics.
-_TRAINING_STATISTICS = {
-    "smallnorb": ("smallnorb", "training_statistics"),
-}
+# Datasets whose presets may standardise the input (their training images'
+# per-channel statistics are computed by `training_statistics`).
+_STANDARDIZED = ("smallnorb",)
 # The `keras.utils.PyDataset` options of the NumPy pipeline.
 _QUEUE_ARGUMENTS = ("workers", "use_multiprocessing", "max_queue_size")
 
 
-def _function(module_and_name):
-    module, name = module_and_name
-    return getattr(
-        importlib.import_module(f"keras_caps.datasets.{module}"), name)
+def _tf_data_loader(dataset):
+    """The `tf.data` loader of `dataset` (its module imports TensorFlow,
+    so it is imported here, when a `tf.data` pipeline is asked for)."""
+    from keras_caps.datasets import cifar
+    from keras_caps.datasets import fashion_mnist
+    from keras_caps.datasets import mnist
+    from keras_caps.datasets import mnist_canvas
+    from keras_caps.datasets import multi_mnist
+    from keras_caps.datasets import smallnorb
+
+    return {"mnist": mnist.load, "mnist_canvas": mnist_canvas.load,
+            "fashion_mnist": fashion_mnist.load, "smallnorb": smallnorb.load,
+            "multi_mnist": multi_mnist.load, "cifar10": cifar.load_cifar10,
+            "cifar100": cifar.load_cifar100}[dataset]
 
 
 def _loader(dataset, input_pipeline):
@@ -43,7 +41,9 @@ def _loader(dataset, input_pipeline):
         return numpy_pipeline.load_multi_mnist
     if input_pipeline == "numpy":
         return functools.partial(numpy_pipeline.load_mnist_format, dataset)
-    return _function(_LOADERS[dataset])
+    return _tf_data_loader(dataset)
+
+
 _COMMON_ARGUMENTS = ("split", "batch_size", "training", "data_dir", "seed",
                      "validation", "reconstruction", "shuffle_buffer_size",
                      "download")
@@ -138,9 +138,9 @@ def load(dataset, split, *, batch_size, training=None, data_dir=None,
     ...     "mnist", "validation", batch_size=16)
     >>> model.fit(train, validation_data=val, epochs=150)  # doctest: +SKIP
     """
-    if dataset not in _LOADERS:
+    if dataset not in DATASETS:
         raise ValueError(
-            f"Unknown `dataset`. Expected one of {sorted(_LOADERS)}. "
+            f"Unknown `dataset`. Expected one of {sorted(DATASETS)}. "
             f"Received: dataset={dataset!r}")
     if "viewpoints" in options:
         viewpoints_lib.check_viewpoints(dataset, options["viewpoints"])
@@ -189,16 +189,18 @@ def training_statistics(dataset, *, data_dir=None, seed=42,
     Raises:
         ValueError: for a dataset without such statistics.
     """
-    if dataset not in _TRAINING_STATISTICS:
+    if dataset not in _STANDARDIZED:
         raise ValueError(
             "Only some datasets provide input statistics for "
-            f"standardisation. Expected one of {sorted(_TRAINING_STATISTICS)}"
+            f"standardisation. Expected one of {sorted(_STANDARDIZED)}"
             f". Received: dataset={dataset!r}")
     check_bool("download", download)
     viewpoints_lib.check_viewpoints(dataset, viewpoints)
     numpy_pipeline.require_tensorflow(
         f"Computing the {dataset!r} input statistics")
+    from keras_caps.datasets import smallnorb
+
     extra = {} if viewpoints is None else {"viewpoints": viewpoints}
-    return _function(_TRAINING_STATISTICS[dataset])(
+    return smallnorb.training_statistics(
         data_dir=data_dir, seed=seed, validation=validation,
         download=download, **extra)

@@ -1,35 +1,20 @@
 """Robustness evaluations of a trained model.
 
-`corruptions` (NumPy only: noise, pixel corruption, occlusion and the
-generated affine test set) is imported here; `robustness` (a saved model
-on clean and corrupted test data) is imported on first use, as is
-`attacks` (FGSM, PGD and the vote attack, on any Keras backend). The
-comparison behind `keras-caps compare` is `keras_caps.compare`.
+`corruptions` (noise, pixel corruption, occlusion and the generated affine
+test set, NumPy only), `robustness` (a saved model on clean and corrupted
+test data: `evaluate_robustness`), `predictions` (the per-image records:
+`read_predictions`), `batchnorm_adaptation` and `attacks` (FGSM, PGD and
+the vote attack, on any Keras backend: `adversarial_images`,
+`attack_accuracy`). The comparison behind `keras-caps compare` is
+`keras_caps.compare`.
 """
 
-import importlib
-
+from keras_caps.evaluation import attacks
+from keras_caps.evaluation import batchnorm_adaptation
 from keras_caps.evaluation import corruptions
-
-_LAZY_MODULES = ("robustness", "predictions",
-                 "batchnorm_adaptation", "attacks")
-_LAZY_FUNCTIONS = {"evaluate_robustness": "robustness",
-                   "read_predictions": "predictions",
-                   "adversarial_images": "attacks",
-                   "attack_accuracy": "attacks"}
-
-
-def __getattr__(name):
-    if name in _LAZY_MODULES:
-        return importlib.import_module(f"keras_caps.evaluation.{name}")
-    if name in _LAZY_FUNCTIONS:
-        module = importlib.import_module(
-            f"keras_caps.evaluation.{_LAZY_FUNCTIONS[name]}")
-        return getattr(module, name)
-    raise AttributeError(
-        f"module 'keras_caps.evaluation' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY_MODULES)
-                  + list(_LAZY_FUNCTIONS))
+from keras_caps.evaluation import predictions
+from keras_caps.evaluation import robustness
+from keras_caps.evaluation.attacks import adversarial_images
+from keras_caps.evaluation.attacks import attack_accuracy
+from keras_caps.evaluation.predictions import read_predictions
+from keras_caps.evaluation.robustness import evaluate_robustness

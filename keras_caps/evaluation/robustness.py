@@ -277,7 +277,9 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     if adapt_batchnorm:
         sets.adapt(predictor, "clean", images, labels, predict, batch_size)
     if viewpoints is not None:
-        familiar = datasets.smallnorb.familiar_test_images(
+        from keras_caps.datasets import smallnorb  # Imports TensorFlow.
+
+        familiar = smallnorb.familiar_test_images(
             viewpoints, data_dir, download)
         record.update(_split_by_viewpoint(sets, viewpoints, familiar))
     for kind, severity, corrupted, truth in corrupted_test_sets(

@@ -14,8 +14,8 @@ import numpy as np
 
 from keras_caps import datasets
 from keras_caps import model_roles as roles
-from keras_caps.datasets.user_dataset import is_user_dataset
-from keras_caps.datasets.user_dataset import resolve_user_dataset
+from keras_caps.datasets.user_data.user_dataset import is_user_dataset
+from keras_caps.datasets.user_data.user_dataset import resolve_user_dataset
 from keras_caps.inference import check_pixel_range
 from keras_caps.inference import load_model_file
 from keras_caps.runs.record_files import UnreadableRecordError

@@ -102,7 +102,7 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     what differs.
 
     A dataset a user brings (`dataset="folder:PATH"`, `"npz:PATH"` or
-    `"tfds:NAME"`, see `keras_caps.datasets.user_dataset`) is read and
+    `"tfds:NAME"`, see `keras_caps.datasets.user_data.user_dataset`) is read and
     checked first; the model is the family's builder on `preset` (the
     closest by input size by default) with the data's `input_shape` and
     `num_classes`; the settings record the data's source record (content

@@ -17,7 +17,7 @@ from keras_caps import datasets
 from keras_caps.applications import MODELS
 from keras_caps.applications import check_model_name
 from keras_caps.applications import current_model_name
-from keras_caps.datasets.user_dataset import is_user_dataset
+from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.schedules import ExponentialTemperatureDecay
 from keras_caps.training.preset_choice import closest_preset
@@ -66,7 +66,7 @@ class TrainingSettings:
         model: str. A key of `keras_caps.applications.MODELS`.
         dataset: str. A key of `keras_caps.datasets.DATASETS`, or a
             dataset a user brings: `"folder:PATH"`, `"npz:PATH"` or
-            `"tfds:NAME"` (see `keras_caps.datasets.user_dataset`).
+            `"tfds:NAME"` (see `keras_caps.datasets.user_data.user_dataset`).
         epochs: int or `None` (the preset's; 150 for EfficientCapsNet).
         batch_size: int or `None`. The global batch size (the preset's;
             16 for EfficientCapsNet).

@@ -17,7 +17,7 @@ import numpy as np
 
 from keras_caps import model_roles as roles
 from keras_caps.datasets import holdout
-from keras_caps.datasets.user_dataset import resolve_user_dataset
+from keras_caps.datasets.user_data.user_dataset import resolve_user_dataset
 from keras_caps.inference.class_names import find_class_names
 
 # The read options a caller may pass, by their command-line flags.

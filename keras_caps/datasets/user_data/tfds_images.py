@@ -18,10 +18,10 @@ does (which also probes the download hosts first). A pinned version
 import numpy as np
 import tensorflow_datasets as tfds
 
-from keras_caps.datasets import image_arrays
-from keras_caps.datasets import image_memory
 from keras_caps.datasets import prepared_folders
 from keras_caps.datasets import sources
+from keras_caps.datasets.user_data import image_arrays
+from keras_caps.datasets.user_data import image_memory
 
 SPLITS = ("train", "test")
 

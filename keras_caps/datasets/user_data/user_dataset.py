@@ -3,15 +3,16 @@
 A user's dataset is named by a spec string:
 
 - `folder:PATH`: a folder of class subfolders of image files (PNG, JPEG,
-  BMP, GIF), see `keras_caps.datasets.image_folder`. Its test data is a
-  second such folder (`test_dir`, with the same classes) or a seeded,
-  class-stratified share of the folder (`test_share`, default `0.2`),
-  carved out before the validation holdout.
+  BMP, GIF), see `keras_caps.datasets.user_data.image_folder`. Its test
+  data is a second such folder (`test_dir`, with the same classes) or a
+  seeded, class-stratified share of the folder (`test_share`, default
+  `0.2`), carved out before the validation holdout.
 - `npz:PATH`: a NumPy `.npz` file with `x_train`, `y_train`, `x_test`,
-  `y_test` (optionally `class_names`), see `keras_caps.datasets.npz_arrays`.
+  `y_test` (optionally `class_names`), see
+  `keras_caps.datasets.user_data.npz_arrays`.
 - `tfds:NAME` or `tfds:NAME:VERSION`: any TFDS image-classification
   dataset with a `train` and a `test` split, see
-  `keras_caps.datasets.tfds_images`.
+  `keras_caps.datasets.user_data.tfds_images`.
 
 `resolve_user_dataset` reads and checks the whole dataset up front (every
 image is decoded into memory once), so that bad data fails with a clear
@@ -27,9 +28,9 @@ import numpy as np
 
 from keras_caps.datasets import dataset_info
 from keras_caps.datasets import holdout
-from keras_caps.datasets import image_arrays
-from keras_caps.datasets import image_folder
-from keras_caps.datasets import npz_arrays
+from keras_caps.datasets.user_data import image_arrays
+from keras_caps.datasets.user_data import image_folder
+from keras_caps.datasets.user_data import npz_arrays
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_number
 
@@ -103,7 +104,7 @@ def resolve_user_dataset(spec, *, image_size=None, color_mode=None,
             location, image_size=image_size, color_mode=color_mode)
         test = {"source": "x_test"}
     else:
-        from keras_caps.datasets import tfds_images
+        from keras_caps.datasets.user_data import tfds_images
 
         arrays = tfds_images.read_tfds_images(
             location, image_size=image_size, color_mode=color_mode,
@@ -335,7 +336,7 @@ def _one_hot(image, label, num_classes):
 def _shift(batch, seed):
     import tensorflow as tf
 
-    from keras_caps.datasets import image_shifts
+    from keras_caps.datasets.user_data import image_shifts
 
     images, labels = batch
     images = tf.cast(images, tf.float32)

@@ -6,8 +6,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_caps.datasets import holdout
-from keras_caps.datasets import image_shifts
-from keras_caps.datasets import user_dataset
+from keras_caps.datasets.user_data import image_shifts
+from keras_caps.datasets.user_data import user_dataset
 from keras_caps.testing import image_folders
 from tests.datasets import fixtures
 

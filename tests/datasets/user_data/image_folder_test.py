@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from keras_caps.datasets import image_folder
-from keras_caps.datasets import image_memory
+from keras_caps.datasets.user_data import image_folder
+from keras_caps.datasets.user_data import image_memory
 from keras_caps.testing import image_folders
 
 pytestmark = pytest.mark.single_backend

@@ -29,8 +29,8 @@ import os
 import numpy as np
 from PIL import Image
 
-from keras_caps.datasets import image_arrays
-from keras_caps.datasets import image_memory
+from keras_caps.datasets.user_data import image_arrays
+from keras_caps.datasets.user_data import image_memory
 from keras_caps.inference import image_files
 
 _GRAYSCALE_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from keras_caps.datasets import tfds_images
+from keras_caps.datasets.user_data import tfds_images
 
 pytestmark = pytest.mark.single_backend
 

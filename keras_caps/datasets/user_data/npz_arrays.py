@@ -23,8 +23,8 @@ import zipfile
 
 import numpy as np
 
-from keras_caps.datasets import image_arrays
-from keras_caps.datasets import image_memory
+from keras_caps.datasets.user_data import image_arrays
+from keras_caps.datasets.user_data import image_memory
 
 REQUIRED_KEYS = ("x_train", "y_train", "x_test", "y_test")
 _HASH_CHUNK = 2 ** 20

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from keras_caps.datasets import npz_arrays
+from keras_caps.datasets.user_data import npz_arrays
 
 pytestmark = pytest.mark.single_backend
 
