@@ -2,12 +2,37 @@ import numpy as np
 import tensorflow as tf
 
 from keras_caps.datasets import augmentation
+from keras_caps.datasets import augmentation_parameters
+from keras_caps.datasets import augmentation_steps as steps
+from keras_caps.datasets import tf_data_ops
 from tests.datasets import fixtures
 
 
 def digits(num_examples=64):
     images, _ = fixtures.synthetic_digits(num_examples)
     return images.astype("float32")[..., None]
+
+
+def one_step(step, images, seed):
+    """One of the four steps alone on `tf.data`'s executor, with the draws
+    `augment_mnist(images, seed)` makes."""
+    images = tf.constant(images)
+    draws = augmentation.draw_parameters(len(images), seed)
+    if step == "rotate":
+        return steps.rotate_by(images, draws["degrees"], tf_data_ops)
+    if step == "shift":
+        rows = steps.margin_shift(
+            tf.reduce_sum(images[..., 0], axis=2) > 0.0,
+            draws["row_towards_end"], draws["row_amount"], tf_data_ops)
+        columns = steps.margin_shift(
+            tf.reduce_sum(images[..., 0], axis=1) > 0.0,
+            draws["column_towards_end"], draws["column_amount"],
+            tf_data_ops)
+        return steps.roll(images, rows, columns, tf_data_ops)
+    if step == "squish":
+        return steps.squish(images, draws["squish_width_cut"],
+                            draws["squish_offset_extra"], tf_data_ops)
+    return steps.erase(images, draws["erase_corners"], tf_data_ops)
 
 
 def bilinear_rotation_reference(image, degrees, center=14.0):
@@ -52,19 +77,20 @@ def test_deterministic_given_seed():
 def test_rotation_matches_opencv_convention():
     image = digits(1)[0, ..., 0]
     for degrees in (90.0, -17.0):
-        out = augmentation._rotate_by(
-            image[None, ..., None], tf.constant([degrees])).numpy()[0, ..., 0]
+        out = steps.rotate_by(
+            tf.constant(image[None, ..., None]), tf.constant([degrees]),
+            tf_data_ops).numpy()[0, ..., 0]
         np.testing.assert_allclose(
             out, bilinear_rotation_reference(image, degrees), atol=1e-3)
     # 90 degrees counter-clockwise about (14, 14): out[y, x] = in[x, 28 - y].
-    out = augmentation._rotate_by(image[None, ..., None],
-                                  tf.constant([90.0])).numpy()[0, ..., 0]
+    out = steps.rotate_by(tf.constant(image[None, ..., None]),
+                          tf.constant([90.0]), tf_data_ops).numpy()[0, ..., 0]
     np.testing.assert_allclose(out[1:], image[:, :0:-1].T, atol=1e-3)
 
 
 def test_rotation_applies_about_half_the_time():
     images = digits(400)
-    out = augmentation._rotate(images, tf.constant([5, 6], tf.int64)).numpy()
+    out = one_step("rotate", images, tf.constant([5, 6], tf.int64)).numpy()
     unchanged = np.all(out == images, axis=(1, 2, 3)).mean()
     # Half are skipped; a few more draw an angle that truncates to 0.
     assert 0.4 < unchanged < 0.7
@@ -72,7 +98,7 @@ def test_rotation_applies_about_half_the_time():
 
 def test_shift_keeps_the_digit_in_frame():
     images = digits(200)
-    out = augmentation._shift(images, tf.constant([1, 1], tf.int64)).numpy()
+    out = one_step("shift", images, tf.constant([1, 1], tf.int64)).numpy()
     np.testing.assert_allclose(out.sum(axis=(1, 2, 3)),
                                images.sum(axis=(1, 2, 3)), rtol=1e-6)
     moved = 0
@@ -91,7 +117,7 @@ def test_shift_keeps_the_digit_in_frame():
 
 def test_squish_operators_match_the_official_resize():
     image = digits(1)[0]
-    operators = augmentation._squish_operators()
+    operators = augmentation_parameters.squish_operators()
     assert operators.shape == (14, 28, 28)
     for width_cut in range(1, 8):
         for extra in (0, 1):
@@ -108,7 +134,7 @@ def test_squish_operators_match_the_official_resize():
 
 def test_squish_narrows_the_digit():
     images = digits(100)
-    out = augmentation._squish(images, tf.constant([2, 3], tf.int64)).numpy()
+    out = one_step("squish", images, tf.constant([2, 3], tf.int64)).numpy()
     assert out.min() >= 0.0 and out.max() <= 255.0
 
     def horizontal_spread(batch):
@@ -126,7 +152,7 @@ def test_squish_narrows_the_digit():
 
 def test_erase_zeroes_one_4x4_patch():
     images = np.full((300, 28, 28, 1), 255.0, np.float32)
-    out = augmentation._erase(images, tf.constant([7, 8], tf.int64)).numpy()
+    out = one_step("erase", images, tf.constant([7, 8], tf.int64)).numpy()
     corners = []
     for image in out[..., 0]:
         rows, cols = np.nonzero(image == 0.0)

@@ -8,6 +8,8 @@ sample tests), over 20,000 draws at fixed seeds. Pixels: fed the same
 draws, the two versions agree within float rounding.
 """
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,10 +17,27 @@ from scipy import stats
 
 from keras_caps.datasets import augmentation
 from keras_caps.datasets import augmentation_parameters
+from keras_caps.datasets import augmentation_steps as steps
 from keras_caps.datasets import numpy_augmentation
+from keras_caps.datasets import numpy_ops
+from keras_caps.datasets import tf_data_ops
 from tests.datasets import fixtures
 
 pytestmark = pytest.mark.single_backend
+
+# The steps of `augmentation_steps` on each executor.
+margin_shift = functools.partial(steps.margin_shift, ops=numpy_ops)
+rotate_by = functools.partial(steps.rotate_by, ops=numpy_ops)
+roll = functools.partial(steps.roll, ops=numpy_ops)
+squish = functools.partial(steps.squish, ops=numpy_ops)
+erase = functools.partial(steps.erase, ops=numpy_ops)
+
+
+def tf_step(step, *arrays):
+    """`step` of `augmentation_steps` on the `tf.data` executor."""
+    return step(*[tf.constant(array) for array in arrays],
+                ops=tf_data_ops).numpy()
+
 
 _DRAWS = 20000
 _SIGMA = 0.33
@@ -153,10 +172,10 @@ def test_realised_shifts_agree_on_the_same_digits():
     theirs = tf_draws(seed=(7, 8), size=len(images))
 
     def realised(draws):
-        rows = numpy_augmentation.margin_shift(
+        rows = margin_shift(
             images[..., 0].sum(axis=2) > 0, draws["row_towards_end"],
             draws["row_amount"])
-        columns = numpy_augmentation.margin_shift(
+        columns = margin_shift(
             images[..., 0].sum(axis=1) > 0, draws["column_towards_end"],
             draws["column_amount"])
         return rows, columns
@@ -204,21 +223,21 @@ def test_rotation_matches_tf(degrees):
     images = digits(8)
     angles = np.full(len(images), degrees, np.float32)
     np.testing.assert_allclose(
-        numpy_augmentation.rotate_by(images, angles),
-        augmentation._rotate_by(images, tf.constant(angles)).numpy(),
+        rotate_by(images, angles),
+        tf_step(steps.rotate_by, images, angles),
         atol=1e-2)
 
 
 def test_rotation_by_zero_is_the_identity():
     images = digits(4)
     np.testing.assert_array_equal(
-        numpy_augmentation.rotate_by(images, np.zeros(4)), images)
+        rotate_by(images, np.zeros(4)), images)
 
 
 def test_rotation_by_90_degrees_is_a_transpose():
     # Counter-clockwise about (14, 14): out[y, x] = in[x, 28 - y].
     image = digits(1)
-    out = numpy_augmentation.rotate_by(image, np.array([90.0]))[0, ..., 0]
+    out = rotate_by(image, np.array([90.0]))[0, ..., 0]
     np.testing.assert_allclose(out[1:], image[0, :, :0:-1, 0].T, atol=1e-3)
 
 
@@ -228,29 +247,30 @@ def test_shift_squish_and_erase_match_tf():
     towards_end = np.stack([draws["row_towards_end"],
                             draws["column_towards_end"]], 1)
     amounts = np.stack([draws["column_amount"], draws["row_amount"]], 1)
-    rows = numpy_augmentation.margin_shift(
+    rows = margin_shift(
         images[..., 0].sum(axis=2) > 0, towards_end[:, 0], amounts[:, 1])
-    columns = numpy_augmentation.margin_shift(
+    columns = margin_shift(
         images[..., 0].sum(axis=1) > 0, towards_end[:, 1], amounts[:, 0])
-    np.testing.assert_array_equal(
-        numpy_augmentation.roll(images, rows, columns),
-        augmentation._shift_by_draws(images, towards_end, amounts).numpy())
+    np.testing.assert_array_equal(roll(images, rows, columns),
+                                  tf_step(steps.roll, images, rows, columns))
+    np.testing.assert_array_equal(rows, tf_step(
+        steps.margin_shift, images[..., 0].sum(axis=2) > 0,
+        towards_end[:, 0], amounts[:, 1]))
     cut, extra = draws["squish_width_cut"], draws["squish_offset_extra"]
-    np.testing.assert_allclose(
-        numpy_augmentation.squish(images, cut, extra),
-        augmentation._squish_by(images, cut, extra).numpy(), atol=1e-3)
+    np.testing.assert_allclose(squish(images, cut, extra),
+                               tf_step(steps.squish, images, cut, extra),
+                               atol=1e-3)
     corners = draws["erase_corners"]
-    np.testing.assert_array_equal(
-        numpy_augmentation.erase(images, corners),
-        augmentation._erase_at(images, corners).numpy())
+    np.testing.assert_array_equal(erase(images, corners),
+                                  tf_step(steps.erase, images, corners))
 
 
 def test_roll_and_erase_by_hand():
     image = np.arange(28 * 28, dtype=np.float32).reshape(1, 28, 28, 1)
-    rolled = numpy_augmentation.roll(image, np.array([3]), np.array([-2]))
+    rolled = roll(image, np.array([3]), np.array([-2]))
     np.testing.assert_array_equal(rolled[0, ..., 0],
                                   np.roll(image[0, ..., 0], (3, -2), (0, 1)))
-    erased = numpy_augmentation.erase(image, np.array([[22, 4]]))[0, ..., 0]
+    erased = erase(image, np.array([[22, 4]]))[0, ..., 0]
     assert np.all(erased[22:26, 4:8] == 0)
     assert np.count_nonzero(erased == 0) == 17  # and pixel 0, 0 already
     assert erased[21, 4] == image[0, 21, 4, 0]
