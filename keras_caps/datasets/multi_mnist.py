@@ -1,35 +1,21 @@
-"""MultiMNIST generated on the fly from MNIST.
+"""MultiMNIST generated on the fly from MNIST, on `tf.data`.
 
 The dataset of Sabour et al. 2017, "Dynamic Routing Between Capsules"
-(Section 6.1): two MNIST digits of different classes, each shifted, are
-overlaid. The defaults follow the official code of Mazzia et al. 2021
-(Efficient-CapsNet): 4 pixels of padding and shifts of up to 6 pixels.
-Unlike that code, training partners always come from another class (it only
-rejects a pixel-identical partner, so about 10 % of its pairs share a
+(Section 6.1), as `multi_mnist_pairs` describes it (the checks, the digit
+pool, shifting and merging, written once), run by the `tf_data_ops`
+executor with pairs drawn by stateless ops. Unlike the official code of
+Mazzia et al. 2021, training partners always come from another class (it
+only rejects a pixel-identical partner, so about 10 % of its pairs share a
 class) and the validation and test pairs are seeded.
 """
 
-import numbers
-
-import numpy as np
 import tensorflow as tf
 
-from keras_caps import model_roles as roles
-from keras_caps.datasets import crops
 from keras_caps.datasets import holdout
+from keras_caps.datasets import multi_mnist_pairs as pairs
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
-from keras_caps.validation import check_positive_int
-
-_NUM_CLASSES = 10
-_PAD = 4  # config.json: pad_multimnist
-_SIZE = 28 + 2 * _PAD  # 36
-_PIXEL_MAX = 255.0
-_PAIRS_PER_DIGIT = 10  # the official 10x steps per epoch
-# Salts that give validation and test pairs streams of their own.
-_VALIDATION_SALT = 1
-_TEST_SALT = 2
-_TRAINING_SALT = 3
+from keras_caps.datasets import tf_data_ops
 
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
@@ -115,76 +101,49 @@ def load(split, *, batch_size, training=None, data_dir=None, seed=42,
     training = pipeline.check_arguments(split, batch_size, training,
                                         validation, seed,
                                         shuffle_buffer_size)
-    _check_non_negative_int("shift", shift)
-    check_positive_int("partners_per_digit", partners_per_digit)
-    if pairs_per_epoch is not None:
-        check_positive_int("pairs_per_epoch", pairs_per_epoch)
+    pairs.check_options(shift, partners_per_digit, pairs_per_epoch)
     arrays = sources.load_image_arrays("mnist", data_dir, download)
     images, labels = holdout.select_split(arrays, split, validation, seed)
     pool = _Pool(images, labels, shift)
-    if training:
-        pairs_per_epoch = pairs_per_epoch or _PAIRS_PER_DIGIT * pool.size
-        num_batches = pairs_per_epoch // batch_size
-        if num_batches == 0:
-            raise ValueError(
-                "`pairs_per_epoch` must hold at least one batch. Received: "
-                f"pairs_per_epoch={pairs_per_epoch}, "
-                f"batch_size={batch_size}")
-        seeds = pipeline.batch_seeds(seed + _TRAINING_SALT).take(num_batches)
+    plan = pairs.plan_split(split, training=training, pool=pool.digits,
+                            batch_size=batch_size,
+                            partners_per_digit=partners_per_digit,
+                            pairs_per_epoch=pairs_per_epoch)
+    if plan.training:
+        seeds = pipeline.batch_seeds(seed + pairs.TRAINING_SALT).take(
+            plan.num_batches)
         dataset = seeds.map(pool.random_pairs(batch_size),
                             num_parallel_calls=tf.data.AUTOTUNE)
     else:
-        partners = partners_per_digit if split == "test" else 1
-        salt = _TEST_SALT if split == "test" else _VALIDATION_SALT
-        if partners > pool.min_partners:
-            raise ValueError(
-                "Received an invalid value for `partners_per_digit`: the "
-                f"{split!r} digits of some class have only "
-                f"{pool.min_partners} digits of other classes to draw "
-                "partners from without replacement. Received: "
-                f"partners_per_digit={partners}")
         dataset = tf.data.Dataset.range(pool.size).map(
-            pool.fixed_pairs(partners, [seed, salt]),
+            pool.fixed_pairs(plan.partners, [seed, plan.salt]),
             num_parallel_calls=tf.data.AUTOTUNE)
-        dataset = dataset.unbatch().apply(
-            tf.data.experimental.assert_cardinality(pool.size * partners))
+        dataset = dataset.unbatch().apply(tf.data.experimental
+                                          .assert_cardinality(
+                                              pool.size * plan.partners))
         dataset = dataset.batch(batch_size,
                                 num_parallel_calls=tf.data.AUTOTUNE)
 
     def format_batch(merged, labels, digits):
-        multi_hot = tf.reduce_sum(labels, axis=1)
-        if not reconstruction:
-            return merged, multi_hot
-        return ({roles.IMAGE: merged, roles.LABEL: labels},
-                {roles.LENGTH: multi_hot, roles.RECONSTRUCTION: digits})
+        return pairs.format_batch(merged, labels, digits, reconstruction,
+                                  tf_data_ops)
 
     dataset = dataset.map(format_batch, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 class _Pool:
-    """The digits pairs are drawn from, held as constant tensors.
-
-    The digits are indexed through their stable sort by class, so "a digit
-    of another class than c" is a uniform position in the sorted order
-    with class c's block skipped.
-    """
+    """The digits pairs are drawn from (a `pairs.DigitPool` of their labels
+    and the images as a constant tensor), and the stateless draws of
+    pairs."""
 
     def __init__(self, images, labels, shift):
-        labels = np.asarray(labels, "int64")
-        self.size = len(labels)
-        counts = np.bincount(labels, minlength=_NUM_CLASSES)
-        if self.size == 0 or np.count_nonzero(counts) < 2:
-            raise ValueError(
-                "MultiMNIST needs digits of at least two classes. Received: "
-                f"{self.size} digits with class counts {counts.tolist()}")
-        self.min_partners = int(self.size - counts.max())
+        self.digits = pairs.DigitPool(labels)
+        self.size = self.digits.size
         self.shift = shift
-        self.images = tf.constant(np.asarray(images, "uint8"))
-        self.labels = tf.constant(labels)
-        self.by_class = tf.constant(np.argsort(labels, kind="stable"))
-        self.counts = tf.constant(counts)
-        self.starts = tf.constant(np.cumsum(counts) - counts)
+        self.images = tf.constant(images, tf.uint8)
+        self.labels = tf.constant(self.digits.labels)
+        self.counts = tf.constant(self.digits.counts)
 
     def random_pairs(self, batch_size):
         """A function of a stateless seed giving one batch of random pairs."""
@@ -213,7 +172,9 @@ class _Pool:
             # The top `partners` of uniform scores: a uniform draw without
             # replacement, in random order.
             positions = tf.math.top_k(scores, k=partners).indices
-            second = self._skip_class(tf.cast(positions, tf.int64), label)
+            second = self.digits.skip_class(
+                tf.cast(positions, tf.int64), tf.fill([partners], label),
+                tf_data_ops)
             first = tf.fill([partners], base)
             base_shift = self._shifts(base_shift_seed, [1, 1, 2])
             partner_shifts = self._shifts(shift_seed, [partners, 1, 2])
@@ -234,13 +195,7 @@ class _Pool:
         label = tf.gather(self.labels, first)
         num_others = self.size - tf.gather(self.counts, label)
         positions = self._uniform_index(seed, tf.shape(first), num_others)
-        return self._skip_class(positions, label)
-
-    def _skip_class(self, positions, label):
-        """Digit indices of positions among the digits of other classes."""
-        start = tf.gather(self.starts, label)
-        skip = tf.where(positions >= start, tf.gather(self.counts, label), 0)
-        return tf.gather(self.by_class, positions + skip)
+        return self.digits.skip_class(positions, label, tf_data_ops)
 
     def _shifts(self, seed, shape):
         return tf.random.stateless_uniform(
@@ -249,35 +204,9 @@ class _Pool:
 
     def _merge(self, first, second, shifts):
         """`(merged, labels, digits)` of pairs; shifts `(n, 2, 2)`."""
-        digits = tf.stack([self._shifted(first, shifts[:, 0]),
-                           self._shifted(second, shifts[:, 1])], axis=1)
-        merged = tf.clip_by_value(tf.reduce_sum(digits, axis=1), 0.0,
-                                  _PIXEL_MAX)
-        labels = tf.one_hot(
-            tf.stack([tf.gather(self.labels, first),
-                      tf.gather(self.labels, second)], axis=1),
-            _NUM_CLASSES, dtype=tf.float32)
-        return (merged[..., None], labels,
-                digits[..., None] / _PIXEL_MAX)
-
-    def _shifted(self, indices, shifts):
-        """Digits padded to 36 x 36 and translated by `(row, col)` shifts."""
-        border = _PAD + self.shift
-        images = tf.cast(tf.gather(self.images, indices), tf.float32)
-        images = tf.pad(images, [[0, 0], [border, border], [border, border]])
-        # Output pixel p reads padded pixel p + shift_max - s: content moves
-        # by +s, with zeros coming in.
-        return crops.crop(images, self.shift - shifts, _SIZE)
-
-
-def _check_non_negative_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"Received an invalid type for `{name}`, expected a "
-            f"non-negative integer. Received: {name}={value!r} of type "
-            f"{type(value).__name__}")
-    if value < 0:
-        raise ValueError(
-            f"Received an invalid value for `{name}`, expected a "
-            f"non-negative integer. Received: {name}={value!r}")
-
+        shifted = [pairs.shift_digits(tf.gather(self.images, indices),
+                                      shifts[:, slot], self.shift,
+                                      tf_data_ops)
+                   for slot, indices in enumerate((first, second))]
+        return pairs.merge_pairs(*shifted, tf.gather(self.labels, first),
+                                 tf.gather(self.labels, second), tf_data_ops)

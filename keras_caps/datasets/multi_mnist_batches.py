@@ -3,25 +3,16 @@
 import keras
 import numpy as np
 
-from keras_caps import model_roles as roles
-from keras_caps.datasets import numpy_augmentation
-
-_NUM_CLASSES = 10
-_PAD = 4  # the official pad_multimnist
-_SIZE = 28 + 2 * _PAD  # 36
-_PIXEL_MAX = 255.0
-# Salts that give the streams of pairs their own seeds, as in multi_mnist.
-_VALIDATION_SALT = 1
-_TEST_SALT = 2
-_TRAINING_SALT = 3
+from keras_caps.datasets import multi_mnist_pairs as pairs
+from keras_caps.datasets import numpy_ops
 
 
 class MultiMnistBatches(keras.utils.PyDataset):
     """MultiMNIST batches (Sabour et al. 2017, §6) made with NumPy alone.
 
-    The TensorFlow-free twin of `keras_caps.datasets.multi_mnist.load`,
-    with the same batches in structure and distribution (its docstring
-    describes them): two digits of different classes, each zero-padded by
+    The NumPy executor of `multi_mnist_pairs` (what `multi_mnist.load`, its
+    `tf.data` counterpart, yields too: its docstring describes the
+    batches): two digits of different classes, each zero-padded by
     4 to 36 x 36 and translated by integer shifts uniform in
     `[-shift, shift]` per axis, merged as `clip(a + b, 0, 255)`. With
     `reconstruction=True` a batch is `({"image": merged, "label": labels},
@@ -67,20 +58,9 @@ class MultiMnistBatches(keras.utils.PyDataset):
         super().__init__(workers=workers,
                          use_multiprocessing=use_multiprocessing,
                          max_queue_size=max_queue_size)
-        self._labels = np.asarray(labels).astype(np.int64).reshape(-1)
-        counts = np.bincount(self._labels, minlength=_NUM_CLASSES)
-        if len(self._labels) == 0 or np.count_nonzero(counts) < 2:
-            raise ValueError(
-                "MultiMNIST needs digits of at least two classes. Received: "
-                f"{len(self._labels)} digits with class counts "
-                f"{counts.tolist()}")
-        self.min_partners = int(len(self._labels) - counts.max())
-        # The digits zero-padded to 36 x 36 once: (n, 36, 36).
-        self._padded = np.pad(np.asarray(images, np.uint8),
-                              ((0, 0), (_PAD, _PAD), (_PAD, _PAD)))
-        self._by_class = np.argsort(self._labels, kind="stable")
-        self._counts = counts
-        self._starts = np.cumsum(counts) - counts
+        self._pool = pairs.DigitPool(labels)
+        self.min_partners = self._pool.min_partners
+        self._digits = np.asarray(images, np.uint8)  # (n, 28, 28)
         self._batch_size = int(batch_size)
         self._training = bool(training)
         self._seed = int(seed) % 2**64
@@ -94,7 +74,7 @@ class MultiMnistBatches(keras.utils.PyDataset):
     def __len__(self):
         if self._training:
             return self._num_batches
-        return -(-len(self._labels) * self._partners // self._batch_size)
+        return -(-self._pool.size * self._partners // self._batch_size)
 
     def on_epoch_end(self):
         self.epoch += 1
@@ -111,27 +91,34 @@ class MultiMnistBatches(keras.utils.PyDataset):
             first, second, shifts = self._random_pairs(epoch, index)
         else:
             first, second, shifts = self._fixed_pairs(index)
-        return self._merge(first, second, shifts)
+        labels = self._pool.labels
+        merged = pairs.merge_pairs(
+            *[pairs.shift_digits(self._digits[indices], shifts[:, slot],
+                                 self._shift, numpy_ops)
+              for slot, indices in enumerate((first, second))],
+            labels[first], labels[second], numpy_ops)
+        return pairs.format_batch(*merged, self._reconstruction, numpy_ops)
 
     def _random_pairs(self, epoch, index):
         rng = np.random.default_rng(
-            [self._seed, _TRAINING_SALT, epoch, index])
+            [self._seed, pairs.TRAINING_SALT, epoch, index])
         size = self._batch_size
-        first = rng.integers(0, len(self._labels), size)
-        label = self._labels[first]
-        num_others = len(self._labels) - self._counts[label]
+        first = rng.integers(0, self._pool.size, size)
+        label = self._pool.labels[first]
+        num_others = self._pool.size - self._pool.counts[label]
         positions = np.minimum(np.floor(rng.random(size) * num_others),
                                num_others - 1).astype(np.int64)
         shifts = self._draw_shifts(rng, (size, 2, 2))
-        return first, self._skip_class(positions, label), shifts
+        return first, self._pool.skip_class(positions, label,
+                                            numpy_ops), shifts
 
     def _fixed_pairs(self, index):
         stop = min((index + 1) * self._batch_size,
-                   len(self._labels) * self._partners)
-        pairs = np.arange(index * self._batch_size, stop)
-        bases, ranks = np.divmod(pairs, self._partners)
-        second = np.empty(len(pairs), np.int64)
-        shifts = np.empty((len(pairs), 2, 2), np.int64)
+                   self._pool.size * self._partners)
+        indices = np.arange(index * self._batch_size, stop)
+        bases, ranks = np.divmod(indices, self._partners)
+        second = np.empty(len(indices), np.int64)
+        shifts = np.empty((len(indices), 2, 2), np.int64)
         for base in np.unique(bases):
             chosen = bases == base
             partners, base_shift, partner_shifts = self._partners_of(base)
@@ -143,37 +130,15 @@ class MultiMnistBatches(keras.utils.PyDataset):
     def _partners_of(self, base):
         """The partners of a base digit, its shift and theirs."""
         rng = np.random.default_rng([self._seed, self._salt, int(base)])
-        label = self._labels[base]
-        num_others = len(self._labels) - self._counts[label]
+        label = self._pool.labels[base]
+        num_others = self._pool.size - self._pool.counts[label]
         # A uniform draw without replacement, in random order.
         positions = rng.choice(num_others, self._partners, replace=False)
         base_shift = self._draw_shifts(rng, (2,))
         partner_shifts = self._draw_shifts(rng, (self._partners, 2))
-        return (self._skip_class(positions, np.full_like(positions, label)),
-                base_shift, partner_shifts)
+        return (self._pool.skip_class(
+            positions, np.full_like(positions, label), numpy_ops),
+            base_shift, partner_shifts)
 
     def _draw_shifts(self, rng, shape):
         return rng.integers(-self._shift, self._shift + 1, shape)
-
-    def _skip_class(self, positions, label):
-        """Digit indices of positions among the digits of other classes."""
-        skip = np.where(positions >= self._starts[label],
-                        self._counts[label], 0)
-        return self._by_class[positions + skip]
-
-    def _merge(self, first, second, shifts):
-        digits = np.stack([
-            numpy_augmentation.shift_with_zero_fill(
-                self._padded[indices][..., None], shifts[:, slot])
-            for slot, indices in enumerate((first, second))], axis=1)
-        digits = digits.astype(np.float32)  # (b, 2, 36, 36, 1)
-        merged = np.clip(digits.sum(axis=1), 0.0, _PIXEL_MAX)
-        eye = np.eye(_NUM_CLASSES, dtype=np.float32)
-        labels = np.stack([eye[self._labels[first]],
-                           eye[self._labels[second]]], axis=1)
-        multi_hot = labels.sum(axis=1)
-        if not self._reconstruction:
-            return merged, multi_hot
-        return ({roles.IMAGE: merged, roles.LABEL: labels},
-                {roles.LENGTH: multi_hot,
-                 roles.RECONSTRUCTION: digits / np.float32(_PIXEL_MAX)})

@@ -10,7 +10,7 @@ Example:
 >>> from keras_caps.datasets import augmentation_steps, numpy_ops
 >>> images = np.zeros((2, 28, 28, 1), np.float32)
 >>> draws = augmentation_steps.draw_parameters(
-...     2, NumpyRandom(np.random.default_rng(0)))
+...     2, NumpyRandom(np.random.default_rng(0)), numpy_ops)
 >>> augmentation_steps.apply_parameters(images, draws, numpy_ops).shape
 (2, 28, 28, 1)
 """
@@ -76,6 +76,10 @@ def reduce_any(x, axis):
 
 def reduce_sum(x, axis):
     return np.sum(x, axis=axis)
+
+
+def stack(arrays, axis):
+    return np.stack(arrays, axis=axis)
 
 
 def pad(x, widths):

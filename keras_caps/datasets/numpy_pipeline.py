@@ -12,13 +12,13 @@ Keras backend is not TensorFlow or TensorFlow cannot be imported, and
 
 import functools
 import importlib
-import numbers
 
 import keras
 
 from keras_caps.datasets import holdout
 from keras_caps.datasets import image_batches
 from keras_caps.datasets import multi_mnist_batches
+from keras_caps.datasets import multi_mnist_pairs
 from keras_caps.datasets import numpy_augmentation
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
@@ -34,11 +34,6 @@ _NUM_CLASSES = 10
 _AUGMENT_FUNCTIONS = {"efficient_capsnet": numpy_augmentation.augment_mnist,
                       "shift": numpy_augmentation.random_shift}
 _INSTALL_TENSORFLOW = "pip install tensorflow tensorflow-datasets"
-# As keras_caps.datasets.multi_mnist: the official 10x pairs per digit, and
-# the salts of the fixed validation and test pairs.
-_PAIRS_PER_DIGIT = 10
-_VALIDATION_SALT = 1
-_TEST_SALT = 2
 
 
 def resolve_input_pipeline(input_pipeline, dataset):
@@ -229,39 +224,20 @@ def load_multi_mnist(split, *, batch_size, training=None, data_dir=None,
     training = pipeline.check_arguments(split, batch_size, training,
                                         validation, seed,
                                         shuffle_buffer_size)
-    if isinstance(shift, bool) or not isinstance(shift, numbers.Integral) \
-            or shift < 0:
-        raise ValueError(
-            "Received an invalid value for `shift`, expected a non-negative "
-            f"integer. Received: shift={shift!r}")
-    check_positive_int("partners_per_digit", partners_per_digit)
-    if pairs_per_epoch is not None:
-        check_positive_int("pairs_per_epoch", pairs_per_epoch)
+    multi_mnist_pairs.check_options(shift, partners_per_digit,
+                                    pairs_per_epoch)
     arrays = _image_arrays("mnist", data_dir, download)
     images, labels = holdout.select_split(arrays, split, validation, seed)
-    partners = partners_per_digit if split == "test" else 1
-    num_batches = None
-    if training:
-        pairs = pairs_per_epoch or _PAIRS_PER_DIGIT * len(labels)
-        num_batches = pairs // batch_size
-        if num_batches == 0:
-            raise ValueError(
-                "`pairs_per_epoch` must hold at least one batch. Received: "
-                f"pairs_per_epoch={pairs}, batch_size={batch_size}")
-    batches = multi_mnist_batches.MultiMnistBatches(
-        images, labels, batch_size=batch_size, training=training, seed=seed,
-        shift=shift, num_batches=num_batches, partners=partners,
-        salt=_TEST_SALT if split == "test" else _VALIDATION_SALT,
+    plan = multi_mnist_pairs.plan_split(
+        split, training=training, pool=multi_mnist_pairs.DigitPool(labels),
+        batch_size=batch_size, partners_per_digit=partners_per_digit,
+        pairs_per_epoch=pairs_per_epoch)
+    return multi_mnist_batches.MultiMnistBatches(
+        images, labels, batch_size=batch_size, training=plan.training,
+        seed=seed, shift=shift, num_batches=plan.num_batches,
+        partners=plan.partners, salt=plan.salt,
         reconstruction=reconstruction,
         **_queue_options(workers, use_multiprocessing, max_queue_size))
-    if not training and partners > batches.min_partners:
-        raise ValueError(
-            "Received an invalid value for `partners_per_digit`: the "
-            f"{split!r} digits of some class have only "
-            f"{batches.min_partners} digits of other classes to draw "
-            f"partners from without replacement. Received: "
-            f"partners_per_digit={partners}")
-    return batches
 
 
 def _queue_options(workers, use_multiprocessing, max_queue_size):

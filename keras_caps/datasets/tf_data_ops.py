@@ -10,7 +10,8 @@ Example:
 >>> from keras_caps.datasets import augmentation_steps, tf_data_ops
 >>> draws = augmentation_steps.draw_parameters(
 ...     2, tf_data_ops.StatelessRandom(
-...         tf.random.experimental.stateless_split((1, 2), num=5)))
+...         tf.random.experimental.stateless_split((1, 2), num=5)),
+...     tf_data_ops)
 >>> images = tf.zeros((2, 28, 28, 1))
 >>> tuple(augmentation_steps.apply_parameters(
 ...     images, draws, tf_data_ops).shape)
@@ -92,6 +93,10 @@ def reduce_any(x, axis):
 
 def reduce_sum(x, axis):
     return tf.reduce_sum(x, axis=axis)
+
+
+def stack(arrays, axis):
+    return tf.stack(arrays, axis=axis)
 
 
 def pad(x, widths):

@@ -112,7 +112,8 @@ def test_shifts_are_uniform_and_digits_are_pool_digits(data_dir):
     assert stats.chisquare(counts).pvalue > _ALPHA
     first, second, pair_shifts = batches._random_pairs(0, 0)
     _, targets = batches[0]
-    padded = np.pad(batches._padded, ((0, 0), (6, 6), (6, 6)))
+    # Zero-padded by 4 to 36 x 36, then by the largest shift, 6.
+    padded = np.pad(batches._digits, ((0, 0), (10, 10), (10, 10)))
     for slot, indices in enumerate((first, second)):
         for row in range(4):
             dy, dx = pair_shifts[row, slot]

@@ -4,6 +4,9 @@ import tensorflow as tf
 
 from keras_caps.datasets import holdout
 from keras_caps.datasets import multi_mnist
+from keras_caps.datasets import multi_mnist_pairs
+from keras_caps.datasets import numpy_ops
+from keras_caps.datasets import tf_data_ops
 from tests.datasets import fixtures
 
 NUM_TRAIN = 100  # holdout 10, train 90
@@ -156,11 +159,15 @@ def test_sabour_shift(data_dir):
 
 
 def test_shifted_digits():
-    images, labels = fixtures.synthetic_digits(3)
-    pool = multi_mnist._Pool(images, labels, shift=6)
-    shifts = tf.constant([[0, 0], [-6, 6], [3, -2]], tf.int32)
-    shifted = pool._shifted(tf.range(3, dtype=tf.int64), shifts).numpy()
-    for image, (dy, dx), out in zip(images, shifts.numpy(), shifted,
+    images, _ = fixtures.synthetic_digits(3)
+    shifts = np.array([[0, 0], [-6, 6], [3, -2]], np.int32)
+    # The step written once, on each executor.
+    shifted = multi_mnist_pairs.shift_digits(
+        tf.constant(images), tf.constant(shifts), 6, tf_data_ops).numpy()
+    np.testing.assert_array_equal(
+        shifted, multi_mnist_pairs.shift_digits(images, shifts, 6,
+                                                numpy_ops))
+    for image, (dy, dx), out in zip(images, shifts, shifted[..., 0],
                                     strict=True):
         expected = np.zeros((36 + 24, 36 + 24))
         expected[4 + 12 + dy:32 + 12 + dy, 4 + 12 + dx:32 + 12 + dx] = image
