@@ -22,15 +22,8 @@ import hashlib
 import os
 
 from keras_caps.datasets import idx
+from keras_caps.datasets.dataset_info import DATASETS
 
-# The subfolder of a data folder each IDX-read dataset looks in first.
-_IDX_FOLDERS = {"mnist": "mnist", "fashion_mnist": "fashion_mnist",
-                "mnist_canvas": "mnist", "multi_mnist": "mnist"}
-# The TFDS dataset each reads without a data folder (the others: always).
-_TFDS_NAMES = {"mnist": "mnist", "fashion_mnist": "fashion_mnist",
-               "mnist_canvas": "mnist", "multi_mnist": "mnist",
-               "smallnorb": "smallnorb", "cifar10": "cifar10",
-               "cifar100": "cifar100"}
 # `keras_caps.datasets.sources.DATA_DIR_ENV` (sources imports TFDS).
 _DATA_DIR_ENV = "KERAS_CAPS_DATA_DIR"
 _IDX_NAMES = tuple(sorted(name for pair in idx.IDX_FILES.values()
@@ -59,15 +52,16 @@ def data_record(dataset, data_dir=None):
     record["files"]["t10k-labels-idx1-ubyte.gz"]["sha256"]
     ```
     """
-    if dataset not in _TFDS_NAMES:
+    if dataset not in DATASETS:
         raise ValueError(
-            f"Unknown `dataset`. Expected one of {sorted(_TFDS_NAMES)}. "
+            f"Unknown `dataset`. Expected one of {sorted(DATASETS)}. "
             f"Received: dataset={dataset!r}")
+    info = DATASETS[dataset]
     folder = os.fspath(data_dir) if data_dir is not None else (
         os.environ.get(_DATA_DIR_ENV) or None)
-    if folder is None or dataset not in _IDX_FOLDERS:
-        return {"tfds": _tfds_record(_TFDS_NAMES[dataset], folder)}
-    files_folder = os.path.join(folder, _IDX_FOLDERS[dataset])
+    if folder is None or info.idx_folder is None:
+        return {"tfds": _tfds_record(info.tfds_name, folder)}
+    files_folder = os.path.join(folder, info.idx_folder)
     if not os.path.isdir(files_folder):
         files_folder = folder
     files = {}
@@ -97,7 +91,7 @@ def _idx_file(folder, name, dataset):
     raise ValueError(
         f"Missing IDX file {name!r} in {folder!r}: the {dataset!r} data "
         f"folder must hold the four MNIST-format files {list(_IDX_NAMES)} "
-        f"(or a {_IDX_FOLDERS[dataset]!r} subfolder holding them). "
+        f"(or a {DATASETS[dataset].idx_folder!r} subfolder holding them). "
         f"Received: data_dir={folder!r}")
 
 

@@ -9,12 +9,12 @@ from keras_caps.datasets import crops
 from keras_caps.datasets import holdout
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
+from keras_caps.datasets.dataset_info import MNIST_AUGMENTATIONS
 from keras_caps.validation import check_choice
 
 _NUM_CLASSES = 10
 _SIZE = 28
 _MAX_SHIFT = 2
-AUGMENTATIONS = ("efficient_capsnet", "shift")
 
 
 def load(split, *, batch_size, training=None, data_dir=None, seed=42,
@@ -113,7 +113,7 @@ def load_mnist_format(dataset, split, *, batch_size, training=None,
     training = pipeline.check_arguments(split, batch_size, training,
                                         validation, seed,
                                         shuffle_buffer_size)
-    check_choice("augmentation", augmentation, AUGMENTATIONS)
+    check_choice("augmentation", augmentation, MNIST_AUGMENTATIONS)
     arrays = sources.load_image_arrays(dataset, data_dir, download)
     images, labels = holdout.select_split(arrays, split, validation, seed)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))

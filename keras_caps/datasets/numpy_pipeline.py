@@ -22,14 +22,17 @@ from keras_caps.datasets import multi_mnist_pairs
 from keras_caps.datasets import numpy_augmentation
 from keras_caps.datasets import pipeline
 from keras_caps.datasets import sources
+from keras_caps.datasets.dataset_info import DATASETS
 from keras_caps.validation import check_bool
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 
 INPUT_PIPELINES = ("auto", "numpy", "tf_data")
 # The datasets the NumPy pipeline covers.
-NUMPY_DATASETS = ("mnist", "fashion_mnist", "multi_mnist")
-AUGMENTATIONS = ("efficient_capsnet", "shift")
+NUMPY_DATASETS = tuple(name for name, info in DATASETS.items()
+                       if info.numpy_pipeline)
+# Those of one digit an image (`load_mnist_format`; MultiMNIST has its own).
+_SINGLE_DIGIT_DATASETS = ("mnist", "fashion_mnist")
 _NUM_CLASSES = 10
 _AUGMENT_FUNCTIONS = {"efficient_capsnet": numpy_augmentation.augment_mnist,
                       "shift": numpy_augmentation.random_shift}
@@ -160,8 +163,9 @@ def load_mnist_format(dataset, split, *, batch_size, training=None,
     training = pipeline.check_arguments(split, batch_size, training,
                                         validation, seed,
                                         shuffle_buffer_size)
-    check_choice("augmentation", augmentation, AUGMENTATIONS)
-    check_choice("dataset", dataset, NUMPY_DATASETS[:2])
+    check_choice("dataset", dataset, _SINGLE_DIGIT_DATASETS)
+    check_choice("augmentation", augmentation,
+                 DATASETS[dataset].augmentations)
     arrays = _image_arrays(dataset, data_dir, download)
     images, labels = holdout.select_split(arrays, split, validation, seed)
     if (training and shuffle_buffer_size is not None

@@ -21,8 +21,20 @@ def test_datasets_presets():
     assert sorted(DATASETS) == ["cifar10", "cifar100", "fashion_mnist",
                                 "mnist", "mnist_canvas", "multi_mnist",
                                 "smallnorb"]
-    assert DATASETS["mnist"] == DatasetInfo((28, 28, 1), 10, 60000, 6000,
-                                            10000)
+    assert DATASETS["mnist"] == DatasetInfo(
+        (28, 28, 1), 10, 60000, 6000, 10000, tfds_name="mnist",
+        idx_folder="mnist", augmentations=("efficient_capsnet", "shift"),
+        numpy_pipeline=True)
+    # Where each dataset's files come from, and which pipelines run it.
+    assert {name: (info.tfds_name, info.idx_folder, info.numpy_pipeline)
+            for name, info in DATASETS.items()} == {
+        "mnist": ("mnist", "mnist", True),
+        "mnist_canvas": ("mnist", "mnist", False),
+        "fashion_mnist": ("fashion_mnist", "fashion_mnist", True),
+        "multi_mnist": ("mnist", "mnist", True),
+        "smallnorb": ("smallnorb", None, False),
+        "cifar10": ("cifar10", None, False),
+        "cifar100": ("cifar100", None, False)}
     assert DATASETS["smallnorb"].input_shape == (48, 48, 2)
     assert DATASETS["smallnorb"].num_classes == 5
     assert DATASETS["smallnorb"].num_validation == 2430
