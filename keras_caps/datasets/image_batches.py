@@ -3,7 +3,8 @@
 import keras
 import numpy as np
 
-from keras_caps import model_roles as roles
+from keras_caps.datasets import numpy_ops
+from keras_caps.datasets.batch_format import classification_batch
 
 # Tags that keep the shuffle's and the augmentation's random streams apart.
 _SHUFFLE_STREAM = 1
@@ -126,14 +127,5 @@ class ImageBatches(keras.utils.PyDataset):
             rng = np.random.default_rng(
                 [self._seed, _AUGMENT_STREAM, epoch, index])
             images = np.asarray(self._augment(images, rng), np.float32)
-        return _format_batch(images, labels, self._reconstruction)
-
-
-def _format_batch(images, labels, reconstruction):
-    """As `keras_caps.datasets.pipeline.classification_batch`."""
-    if not reconstruction:
-        return images, labels
-    target = np.clip(images / np.float32(255.0), 0.0, 1.0)
-    # Keyed by the models' input and output names.
-    return ({roles.IMAGE: images, roles.LABEL: labels},
-            {roles.LENGTH: labels, roles.RECONSTRUCTION: target})
+        return classification_batch(images, labels, self._reconstruction,
+                                    numpy_ops)

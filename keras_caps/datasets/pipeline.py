@@ -19,7 +19,7 @@ so that `check_arguments` serves the TensorFlow-free loaders too.
 
 import numbers
 
-from keras_caps import model_roles as roles
+from keras_caps.datasets import batch_format
 from keras_caps.validation import check_choice
 from keras_caps.validation import check_positive_int
 
@@ -114,23 +114,9 @@ def batch_seeds(seed):
 
 
 def classification_batch(images, labels, reconstruction):
-    """The `(inputs, targets)` structure of a single-label batch.
+    """`batch_format.classification_batch` on the `tf.data` executor: the
+    `(inputs, targets)` of a single-label batch of tensors."""
+    from keras_caps.datasets import tf_data_ops
 
-    Args:
-        images: float32 tensor `(batch, height, width, channels)`, raw pixels.
-        labels: float32 one-hot tensor `(batch, num_classes)`.
-        reconstruction: bool.
-
-    Returns:
-        With `reconstruction`, `({"image": images, "label": labels},
-        {"length": labels, "reconstruction": clip(images / 255, 0, 1)})`;
-        otherwise `(images, labels)`.
-    """
-    import tensorflow as tf
-
-    if not reconstruction:
-        return images, labels
-    target = tf.clip_by_value(images / 255.0, 0.0, 1.0)
-    # Keyed by the models' input and output names.
-    return ({roles.IMAGE: images, roles.LABEL: labels},
-            {roles.LENGTH: labels, roles.RECONSTRUCTION: target})
+    return batch_format.classification_batch(images, labels, reconstruction,
+                                             tf_data_ops)
