@@ -25,6 +25,20 @@ def check_positive_int(name, value):
     return int(value)
 
 
+def check_non_negative_int(name, value):
+    """Raises unless `value` is a Python (or NumPy) integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"Received an invalid type for `{name}`, expected a "
+            f"non-negative integer. Received: {name}={value!r} of type "
+            f"{type(value).__name__}")
+    if value < 0:
+        raise ValueError(
+            f"Received an invalid value for `{name}`, expected a "
+            f"non-negative integer. Received: {name}={value!r}")
+    return int(value)
+
+
 def check_bool(name, value):
     """Raises unless `value` is a Python bool."""
     if not isinstance(value, bool):

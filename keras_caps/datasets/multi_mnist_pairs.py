@@ -19,11 +19,11 @@ skipped), shifting (`shift_digits`) and merging a pair into an example
 """
 
 import dataclasses
-import numbers
 
 import numpy as np
 
 from keras_caps import model_roles as roles
+from keras_caps.validation import check_non_negative_int
 from keras_caps.validation import check_positive_int
 
 NUM_CLASSES = 10
@@ -62,7 +62,7 @@ def check_options(shift, partners_per_digit, pairs_per_epoch):
     non-integer `shift`, a `partners_per_digit` or `pairs_per_epoch` (when
     given) that is not a positive integer. Checked before any data is
     read."""
-    _check_non_negative_int("shift", shift)
+    check_non_negative_int("shift", shift)
     check_positive_int("partners_per_digit", partners_per_digit)
     if pairs_per_epoch is not None:
         check_positive_int("pairs_per_epoch", pairs_per_epoch)
@@ -208,14 +208,3 @@ def format_batch(merged, labels, digits, reconstruction, ops):
     return ({roles.IMAGE: merged, roles.LABEL: labels},
             {roles.LENGTH: multi_hot, roles.RECONSTRUCTION: digits})
 
-
-def _check_non_negative_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"Received an invalid type for `{name}`, expected a "
-            f"non-negative integer. Received: {name}={value!r} of type "
-            f"{type(value).__name__}")
-    if value < 0:
-        raise ValueError(
-            f"Received an invalid value for `{name}`, expected a "
-            f"non-negative integer. Received: {name}={value!r}")
