@@ -35,7 +35,8 @@ ADOPTABLE = ("data",)
 # empty, so a file a user put in one of them survives `--fresh`.
 RUN_FOLDER_CONTENTS = {
     "checkpoints": ("best.keras", "best.keras.json", "class_names.json"),
-    "backup": ("latest.weights.h5", "training_metadata.json", "*.bkp"),
+    "backup": ("latest.weights.h5", "training_metadata.json", "*.bkp",
+               ".tmp-*"),
     "logs": ("train/events.out.tfevents.*",
              "validation/events.out.tfevents.*"),
 }

@@ -11,13 +11,18 @@ remaining steps of that epoch (see
 `keras_caps.training.resume_plan`).
 """
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+import signal
+import threading
 
 import keras
 
+from keras_caps.runs.atomic_files import write_atomically
+from keras_caps.runs.atomic_files import write_json_atomically
 from keras_caps.training.execution_options import steps_in_call
 
 _WEIGHTS = "latest.weights.h5"
@@ -166,19 +171,43 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self._save(epoch + 1, 0)
 
     def _save(self, epoch, steps_done):
+        """Rotates the latest pair to the previous one and writes the new
+        pair, each file through a temporary name, with a Ctrl-C held until
+        both are written: an interrupt never leaves a half-written backup
+        (a kill may still fall between the two files; `restore` then takes
+        the previous pair)."""
         self._since_save = 0
         os.makedirs(self.backup_dir, exist_ok=True)
-        for latest, previous in (
-                (self._weights_path, self._prev_weights_path),
-                (self._training_metadata_path,
-                 self._prev_training_metadata_path)):
-            if os.path.exists(latest):
-                os.replace(latest, previous)
-        self.model.save_weights(self._weights_path, overwrite=True)
-        with open(self._training_metadata_path, "w",
-                  encoding="utf-8") as file:
-            json.dump({"epoch": epoch, "steps_done_in_epoch": steps_done,
-                       "iterations": _iterations(self.model)}, file)
+        with _interrupt_held():
+            for latest, previous in (
+                    (self._weights_path, self._prev_weights_path),
+                    (self._training_metadata_path,
+                     self._prev_training_metadata_path)):
+                if os.path.exists(latest):
+                    os.replace(latest, previous)
+            write_atomically(self._weights_path, self.model.save_weights)
+            write_json_atomically(self._training_metadata_path, {
+                "epoch": epoch, "steps_done_in_epoch": steps_done,
+                "iterations": _iterations(self.model)})
+
+
+@contextlib.contextmanager
+def _interrupt_held():
+    """Holds a SIGINT (Ctrl-C) that arrives inside the block and delivers
+    it, to the handler in place before, when the block ends (in the main
+    thread only, where Python runs signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT,
+                             lambda number, frame: received.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _load_weights(model, path):

@@ -4,6 +4,7 @@ backup, and from a backup of Keras' own `BackupAndRestore`."""
 import json
 import os
 import shutil
+import signal
 
 import keras
 import numpy as np
@@ -106,3 +107,30 @@ def test_a_backup_of_keras_resumes_at_its_epoch(backup_dir):
 def test_no_backup_starts_at_the_beginning(tmp_path):
     (position, model) = _restore(str(tmp_path / "none"))
     assert position == (0, 0) and _iterations(model) == 0
+
+
+@pytest.mark.single_backend
+def test_a_ctrl_c_during_a_save_waits_for_the_whole_pair(tmp_path):
+    # Ctrl-C (SIGINT) arrives while the weights are being written, as it
+    # can when a user interrupts at a backup: the pair is finished first,
+    # then the interrupt is delivered.
+    folder = str(tmp_path / "backup")
+    backup = ResumableBackup(folder, save_freq=2)
+    model = _model()
+    save_weights = model.save_weights
+
+    def interrupted_save(path, *args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+        save_weights(path, *args, **kwargs)
+
+    model.save_weights = interrupted_save
+    backup.set_model(model)
+    with pytest.raises(KeyboardInterrupt):
+        backup._save(1, 0)
+    assert sorted(os.listdir(folder)) == ["latest.weights.h5",
+                                          "training_metadata.json"]
+    with open(os.path.join(folder, "training_metadata.json")) as file:
+        assert json.load(file)["epoch"] == 1
+    assert _restore(folder)[0] == (1, 0)
+    # The handler in place before is back.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
