@@ -20,6 +20,7 @@ Conversion rules (`read_image`):
   filter to the scale factor (antialiasing).
 """
 
+import logging
 import os
 
 import numpy as np
@@ -88,14 +89,24 @@ def list_image_files(folder, recursive=False):
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"No folder {folder!r}.")
-    found = []
+    found, special = [], []
     for parent, subfolders, names in os.walk(folder):
         subfolders[:] = sorted(name for name in subfolders
                                if not name.startswith("."))
-        found.extend(os.path.join(parent, name) for name in names
-                     if not name.startswith(".") and is_image_file(name))
+        for name in names:
+            if name.startswith(".") or not is_image_file(name):
+                continue
+            path = os.path.join(parent, name)
+            # Only regular files: opening a FIFO (a named pipe) would wait
+            # for a writer forever.
+            (found if os.path.isfile(path) else special).append(path)
         if not recursive:
             break
+    if special:
+        logging.warning(
+            "Skipped %d image names in %s that are not regular files "
+            "(named pipes, sockets, devices or broken links): %s",
+            len(special), folder, ", ".join(sorted(special)[:5]))
     return sorted(found)
 
 

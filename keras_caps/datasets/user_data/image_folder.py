@@ -164,7 +164,8 @@ def _common_size(headers, path, argument):
     raise ValueError(
         f"The images of {path!r} (`{argument}`) have {len(sizes)} different "
         f"sizes (height x width: {shown}...). Pass `image_size` "
-        "(--image-size HEIGHT WIDTH) to resize them all to one size.")
+        "(--image-size 28, or HEIGHT,WIDTH such as 32,24) to resize them "
+        "all to one size.")
 
 
 def _color_mode(headers):

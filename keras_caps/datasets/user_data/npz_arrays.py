@@ -29,6 +29,14 @@ from keras_caps.datasets.user_data import image_memory
 REQUIRED_KEYS = ("x_train", "y_train", "x_test", "y_test")
 _HASH_CHUNK = 2 ** 20
 
+# What a .npz file (a zip archive) and a .npy file start with.
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+_NPY_MAGIC = b"\x93NUMPY"
+_HOW_TO_WRITE = ("Write it with numpy.savez(path, x_train=..., y_train=..., "
+                 "x_test=..., y_test=...).")
+# The largest class id: labels are cast to int64 only after this check.
+_MAX_CLASS_ID = 2**31 - 1
+
 
 def read_npz_arrays(path, *, image_size=None, color_mode=None):
     """Reads and checks the arrays of a `.npz` file.
@@ -93,16 +101,32 @@ def _load_npz(path):
         raise ValueError(
             "Received an invalid value for `dataset`: no file at "
             f"{path!r} (npz: expects a NumPy .npz file).")
+    with open(path, "rb") as file:
+        start = file.read(len(_NPY_MAGIC))
+    if not start.startswith(_ZIP_MAGICS):
+        kind = ("a .npy file of one array" if start == _NPY_MAGIC
+                else "not a zip archive")
+        raise ValueError(
+            f"Cannot read {path!r} as a NumPy .npz file of arrays (dataset "
+            f"npz:): it is {kind}. {_HOW_TO_WRITE}")
     try:
         with np.load(path, allow_pickle=False) as data:
-            if not isinstance(data, np.lib.npyio.NpzFile):
-                raise ValueError("a single array, not an archive")
             return {key: data[key] for key in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
         raise ValueError(
             f"Cannot read {path!r} as a NumPy .npz file of arrays (dataset "
-            f"npz:): {error}. Write it with numpy.savez(path, x_train=..., "
-            "y_train=..., x_test=..., y_test=...).") from None
+            f"npz:): {_without_unsafe_hint(error)}. {_HOW_TO_WRITE}"
+        ) from None
+
+
+def _without_unsafe_hint(error):
+    """NumPy's message without its advice to load pickled data (which
+    runs code from the file)."""
+    message = str(error)
+    if "allow_pickle" in message:
+        return ("it holds pickled (object) arrays, which keras_caps does "
+                "not load: they can run code")
+    return message
 
 
 def _checked_images(images, key, path):
@@ -129,7 +153,7 @@ def _checked_images(images, key, path):
         raise ValueError(
             f"{key} of {path!r} must hold pixel values in [0, 255] (or "
             f"floats in [0, 1]). Received values in [{low}, {high}].")
-    scaled = images.dtype.kind == "f" and high <= 1.0
+    scaled = bool(images.dtype.kind == "f" and high <= 1.0)
     if scaled:
         logging.info("%s of %s holds floats in [0, 1]: multiplied by 255.",
                      key, path)
@@ -151,6 +175,11 @@ def _checked_labels(labels, key, path):
         raise ValueError(
             f"{key} of {path!r} must hold class ids from 0. Received "
             f"{labels.min()}.")
+    # Checked before the cast, which would wrap a larger id around.
+    if labels.size and labels.max() > _MAX_CLASS_ID:
+        raise ValueError(
+            f"{key} of {path!r} must hold class ids up to {_MAX_CLASS_ID}. "
+            f"Received {labels.max()}.")
     return labels.astype("int64")
 
 
@@ -173,6 +202,7 @@ def _class_names(arrays, splits, path):
             raise ValueError(
                 f"The labels of {path!r} hold one class only (0); a "
                 "classifier needs at least 2 classes.")
+        _check_every_class_trained(splits, largest, path)
         return tuple(str(index) for index in range(largest + 1))
     names = arrays["class_names"]
     if names.ndim != 1 or names.dtype.kind not in "USO":
@@ -185,6 +215,24 @@ def _class_names(arrays, splits, path):
             f"holds {len(names)} names; labels must lie in [0, "
             f"{len(names)}).")
     return tuple(str(name) for name in names)
+
+
+def _check_every_class_trained(splits, largest, path):
+    """Without `class_names` the classes are the ids 0 to the largest
+    label: each must have training images (a stray label would otherwise
+    add classes a model can never learn, a billion of them for a label of
+    10**9)."""
+    trained = np.unique(splits["train"][1])
+    missing = largest + 1 - len(trained)
+    if missing:
+        first = np.setdiff1d(np.arange(min(largest + 1, len(trained) + 6)),
+                             trained)[:5]
+        raise ValueError(
+            f"The labels of {path!r} go up to {largest}, but {missing} of "
+            f"the classes 0-{largest} have no training image (the first: "
+            f"{first.tolist()}). Without class_names the class ids must be "
+            "0, 1, ..., N-1, each with training images; fix the stray "
+            "labels, or give class_names.")
 
 
 def _converted_shape(shape, image_size, color_mode):

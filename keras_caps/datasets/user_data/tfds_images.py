@@ -124,7 +124,8 @@ def _image_shape(feature, image_size, color_mode, name):
     if image_size is None and (height is None or width is None):
         raise ValueError(
             f"The images of tfds:{name} vary in size; pass `image_size` "
-            "(--image-size HEIGHT WIDTH) to resize them to one size.")
+            "(--image-size 28, or HEIGHT,WIDTH such as 32,24) to resize "
+            "them to one size.")
     if image_size is not None:
         height, width = image_size
     if color_mode is not None:

@@ -1,9 +1,13 @@
 import logging
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from keras_caps.cli.shared_arguments import image_size
 from keras_caps.datasets.user_data import image_folder
 from keras_caps.datasets.user_data import image_memory
 from keras_caps.testing import image_folders
@@ -37,8 +41,13 @@ def test_color_mode_is_rgb_when_any_file_is_colour(tmp_path):
 def test_different_sizes_need_image_size(tmp_path):
     image_folders.write_image_folder(tmp_path, {"a": 2, "b": 2})
     Image.new("L", (20, 12)).save(tmp_path / "b" / "wide.png")
-    with pytest.raises(ValueError, match="different sizes.*image_size"):
+    with pytest.raises(ValueError, match="different sizes.*image_size") as (
+            raised):
         image_folder.read_image_folder(tmp_path)
+    # The flag as it parses: 28, or HEIGHT,WIDTH.
+    assert "--image-size 28, or HEIGHT,WIDTH such as 32,24" in str(
+        raised.value)
+    assert image_size("32,24") == (32, 24)
     arrays = image_folder.read_image_folder(tmp_path, image_size=(8, 10))
     assert arrays.train[0].shape == (5, 8, 10, 1)
 
@@ -107,3 +116,20 @@ def test_fingerprint_follows_the_content(tmp_path):
     after = image_folder.read_image_folder(tmp_path).source["fingerprint"]
     assert before["files"] == after["files"] == 4
     assert before["sha256"] != after["sha256"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_among_the_images_is_skipped(tmp_path):
+    # Opening a FIFO waits for a writer forever: the reader hung.
+    image_folders.write_image_folder(tmp_path, {"a": 2, "b": 2})
+    os.mkfifo(tmp_path / "a" / "pipe.png")
+    script = ("import sys; from keras_caps.datasets.user_data import "
+              "image_folder; arrays = image_folder.read_image_folder("
+              "sys.argv[1]); print(len(arrays.train[1]))")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)],
+                            capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-1] == "4"
+    assert "not regular files" in result.stderr and "pipe.png" in (
+        result.stderr)

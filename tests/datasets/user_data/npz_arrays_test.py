@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -81,3 +83,62 @@ def test_not_an_npz_file(tmp_path):
         npz_arrays.read_npz_arrays(str(path))
     with pytest.raises(ValueError, match="`dataset`: no file"):
         npz_arrays.read_npz_arrays(str(tmp_path / "missing.npz"))
+
+
+def test_float_images_give_a_json_record(tmp_path):
+    # Floats in [0, 255] and in [0, 1] are documented; the source record
+    # goes into run.json, so it holds JSON types only.
+    for scale, scaled in ((1.0, False), (1 / 255.0, True)):
+        arrays = valid()
+        arrays["x_train"] = arrays["x_train"] * scale
+        data = npz_arrays.read_npz_arrays(write(tmp_path, **arrays))
+        assert data.source["scaled_from_unit_range"] is scaled
+        assert json.loads(json.dumps(data.source)) == data.source
+
+
+@pytest.mark.parametrize("labels", [
+    np.array([0, 1, 2, 0, 1, 1e20]),
+    np.array([0, 1, 2, 0, 1, 2**64 - 1], np.uint64),
+])
+def test_labels_that_overflow_a_class_id_are_refused(tmp_path, labels):
+    # Cast to int64 first, they became negative ids and trained with
+    # all-zero targets.
+    with pytest.raises(ValueError, match=r"y_train.*class ids up to "
+                       r"2147483647"):
+        npz_arrays.read_npz_arrays(write(tmp_path,
+                                         **{**valid(), "y_train": labels}))
+
+
+@pytest.mark.parametrize("change, message", [
+    # One stray label: 997 classes without a training image.
+    ({"y_train": np.array([0, 1, 2, 0, 1, 1000])},
+     r"go up to 1000, but 997 of the classes 0-1000 have no training "
+     r"image \(the first: \[3, 4, 5, 6, 7\]\)"),
+    # A test label beside the training ones: a class nothing trains.
+    ({"y_test": np.array([0, 1, 2, 5])},
+     r"go up to 5, but 3 of the classes 0-5 have no training image \(the "
+     r"first: \[3, 4, 5\]\)"),
+])
+def test_stray_labels_without_class_names_are_refused(tmp_path, change,
+                                                      message):
+    with pytest.raises(ValueError, match=message):
+        npz_arrays.read_npz_arrays(write(tmp_path, **{**valid(), **change}))
+
+
+def test_other_files_given_as_npz_are_named(tmp_path):
+    npy = tmp_path / "images.npy"
+    np.save(npy, np.zeros((2, 8, 8), "uint8"))
+    with pytest.raises(ValueError, match=r"it is a \.npy file of one array"
+                       r".*numpy\.savez"):
+        npz_arrays.read_npz_arrays(str(npy))
+    text = tmp_path / "labels.npz"
+    text.write_text("0,1,2\n")
+    with pytest.raises(ValueError, match="it is not a zip archive"):
+        npz_arrays.read_npz_arrays(str(text))
+    # Object arrays need pickle, which runs code: refused without NumPy's
+    # advice to allow it.
+    pickled = write(tmp_path, **{**valid(),
+                                 "class_names": np.array([1, "b", None])})
+    with pytest.raises(ValueError, match="pickled") as raised:
+        npz_arrays.read_npz_arrays(pickled)
+    assert "allow_pickle" not in str(raised.value)
