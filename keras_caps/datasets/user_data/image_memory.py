@@ -62,3 +62,26 @@ def check_fits_in_memory(num_images, image_shape, what):
             "(--image-size), `color_mode='grayscale'` (--color-mode "
             "grayscale) or fewer images.")
     return needed
+
+
+def check_arrays_fit_in_memory(num_bytes, what):
+    """Raises a `ValueError` when arrays of `num_bytes` (their size as
+    stored, uncompressed) would take more than `MEMORY_FRACTION` of the
+    memory available now: checked from an archive's headers, before
+    anything is decompressed.
+
+    Example:
+
+    >>> check_arrays_fit_in_memory(7840, "npz:digits.npz")
+    7840
+    """
+    available = available_memory_bytes()
+    if available is not None and num_bytes > MEMORY_FRACTION * available:
+        raise ValueError(
+            f"The arrays of {what} do not fit in memory: they take "
+            f"{num_bytes / _MEBIBYTE:.0f} MiB uncompressed, more than "
+            f"{MEMORY_FRACTION:.0%} of the {available / _MEBIBYTE:.0f} MiB "
+            "of memory available. Use fewer or smaller images (uint8 "
+            "pixels take an eighth of float64 ones), or a folder of image "
+            "files.")
+    return int(num_bytes)

@@ -110,6 +110,9 @@ def _load_npz(path):
             f"Cannot read {path!r} as a NumPy .npz file of arrays (dataset "
             f"npz:): it is {kind}. {_HOW_TO_WRITE}")
     try:
+        with zipfile.ZipFile(path) as archive:
+            stored = sum(member.file_size for member in archive.infolist())
+        image_memory.check_arrays_fit_in_memory(stored, f"npz:{path}")
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:

@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 
+from keras_caps.datasets.user_data import image_memory
 from keras_caps.datasets.user_data import npz_arrays
 
 pytestmark = pytest.mark.single_backend
@@ -142,3 +143,24 @@ def test_other_files_given_as_npz_are_named(tmp_path):
     with pytest.raises(ValueError, match="pickled") as raised:
         npz_arrays.read_npz_arrays(pickled)
     assert "allow_pickle" not in str(raised.value)
+
+
+def test_the_memory_check_reads_the_headers_before_decompressing(
+        tmp_path, monkeypatch):
+    # 8 MB of zeros compress to a few kB: the file is small, its arrays
+    # are not. They are refused from the archive's headers; decompressing
+    # first reached the memory it then refused.
+    path = tmp_path / "data.npz"
+    np.savez_compressed(path, **{**valid(), "x_train": np.zeros(
+        (1000, 32, 32, 1))})
+    assert path.stat().st_size < 100_000
+    monkeypatch.setattr(image_memory, "available_memory_bytes",
+                        lambda: 4_000_000)
+
+    def no_decompression(*args, **kwargs):
+        raise AssertionError("decompressed before the memory check")
+
+    monkeypatch.setattr(npz_arrays.np, "load", no_decompression)
+    with pytest.raises(ValueError, match=r"npz:.*do not fit in memory: "
+                       r"they take 8 MiB uncompressed"):
+        npz_arrays.read_npz_arrays(str(path))
