@@ -25,6 +25,7 @@ import numpy as np
 
 from keras_caps.datasets.user_data import image_arrays
 from keras_caps.datasets.user_data import image_memory
+from keras_caps.inference.class_names import check_class_names
 
 REQUIRED_KEYS = ("x_train", "y_train", "x_test", "y_test")
 _HASH_CHUNK = 2 ** 20
@@ -193,8 +194,9 @@ def _check_same_shape(splits, path):
         raise ValueError(
             f"x_train and x_test of {path!r} hold images of different "
             f"shapes: {train_shape} and {test_shape}.")
-    if not len(splits["train"][1]):
-        raise ValueError(f"x_train of {path!r} holds no images.")
+    for split in ("train", "test"):
+        if not len(splits[split][1]):
+            raise ValueError(f"x_{split} of {path!r} holds no images.")
 
 
 def _class_names(arrays, splits, path):
@@ -217,7 +219,8 @@ def _class_names(arrays, splits, path):
             f"The labels of {path!r} go up to {largest}, but class_names "
             f"holds {len(names)} names; labels must lie in [0, "
             f"{len(names)}).")
-    return tuple(str(name) for name in names)
+    return tuple(check_class_names([str(name) for name in names],
+                                   f"class_names of {path!r}"))
 
 
 def _check_every_class_trained(splits, largest, path):

@@ -308,6 +308,8 @@ class UserDataset:
                 f"batch (the last partial batch is dropped). Pass a "
                 f"batch_size of at most {len(labels)} (--batch-size). "
                 f"Received: batch_size={batch_size}")
+        if not len(labels) and (split == "test" or validation == "test"):
+            raise ValueError(f"The test data of {self.spec} holds no images.")
         if not len(labels):
             raise ValueError(
                 f"The {split!r} split of {self.spec} is empty: "

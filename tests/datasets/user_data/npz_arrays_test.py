@@ -164,3 +164,18 @@ def test_the_memory_check_reads_the_headers_before_decompressing(
     with pytest.raises(ValueError, match=r"npz:.*do not fit in memory: "
                        r"they take 8 MiB uncompressed"):
         npz_arrays.read_npz_arrays(str(path))
+
+
+@pytest.mark.parametrize("change, message", [
+    # Refused when the file is read, before a run records anything (it
+    # was refused after run.json, and the fixed file then as changed
+    # data).
+    ({"class_names": np.array(["a", "b", "a"])},
+     r"class_names of .* names a class twice: \['a'\]"),
+    # An empty test split was blamed on the 10 % holdout.
+    ({"x_test": np.zeros((0, 8, 8), "uint8"),
+      "y_test": np.zeros(0, "int64")}, r"x_test of .* holds no images"),
+])
+def test_refused_when_read(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        npz_arrays.read_npz_arrays(write(tmp_path, **{**valid(), **change}))
