@@ -145,3 +145,21 @@ def test_too_few_images(tmp_path):
         data.load("validation", batch_size=2)
     with pytest.raises(ValueError, match="`batch_size`.* holds 2 images"):
         data.load("train", batch_size=3, validation="test")
+
+
+def test_a_folders_test_share_is_the_same_for_every_run_seed(tmp_path):
+    # Runs with other seeds (every model of a comparison) are scored on
+    # the same test images; docs/own-data.md says so.
+    from keras_caps.training import TrainingSettings
+    from keras_caps.training.user_data import read_user_data
+
+    image_folders.write_image_folder(tmp_path, {"a": 10, "b": 10},
+                                     formats=("png",), colors=("L",))
+    tests = []
+    for seed in (1, 2):
+        settings = TrainingSettings("cnn", f"folder:{tmp_path}", seed=seed)
+        data, settings = read_user_data(settings, {})
+        tests.append(data.arrays.test)
+        assert settings.data_source["test"]["seed"] == 42
+    np.testing.assert_array_equal(tests[0][0], tests[1][0])
+    np.testing.assert_array_equal(tests[0][1], tests[1][1])
