@@ -252,3 +252,54 @@ def test_compare_on_an_image_folder(folder_run, tmp_path, capsys):
     assert status == 2 and "holds a comparison" in err
     status, _, err = _run(capsys, *argv, "--noise", "0.1")
     assert status == 2 and "clean accuracy only" in err
+
+
+def test_evaluate_never_tests_on_images_it_cannot_tell_apart(
+        folder_run, tmp_path, capsys):
+    run, images = folder_run["run"], folder_run["images"]
+    metrics = _json(run / "metrics.json")
+    # A model copied without its run record: which images it trained on
+    # is unknown, so a fresh test share of the folder is refused ...
+    copy = tmp_path / "copied"
+    copy.mkdir()
+    (copy / "model.keras").write_bytes((run / "model.keras").read_bytes())
+    status, out, err = _run(capsys, "evaluate", "--model-path",
+                            copy / "model.keras", "--dataset",
+                            f"folder:{images}")
+    assert status == 2 and out == ""
+    assert "No record of the run" in err and "--test-share" in err
+    # ... unless the user names the split: the run's gives its accuracy.
+    status, out, err = _run(capsys, "evaluate", "--model-path",
+                            copy / "model.keras", "--dataset",
+                            f"folder:{images}", "--test-share", "0.2")
+    assert status == 0, err
+    np.testing.assert_allclose(json.loads(out)["test"]["accuracy"],
+                               metrics["test"]["accuracy"], rtol=1e-6)
+
+
+def test_read_options_keep_the_runs_test_split(tmp_path, capsys):
+    write_image_folder(tmp_path / "pets", CLASSES, size=(16, 16))
+    run = tmp_path / "run"
+    assert _run(capsys, "train", "--dataset", f"folder:{tmp_path / 'pets'}",
+                "--no-reconstruction", "--output-dir", run,
+                "--test-share", "0.5", *TINY)[0] == 0
+    # A read option given (the same colour mode) used to draw the default
+    # share, 0.2, whose images the run had trained on.
+    status, out, err = _run(capsys, "evaluate", "--model-path",
+                            run / "model.keras", "--dataset",
+                            f"folder:{tmp_path / 'pets'}", "--color-mode",
+                            "rgb")
+    assert status == 0, err
+    assert json.loads(out)["data_source"]["test"]["share"] == 0.5
+
+
+def test_a_test_folder_of_training_images_is_refused(folder_run, tmp_path,
+                                                      capsys):
+    images = folder_run["images"]
+    output_dir = tmp_path / "same"
+    status, _, err = _run(capsys, "train", "--dataset", f"folder:{images}",
+                          "--test-dir", images, "--output-dir", output_dir,
+                          *TINY)
+    assert status == 2
+    assert "are also training images" in err
+    assert not output_dir.exists() or os.listdir(output_dir) == []

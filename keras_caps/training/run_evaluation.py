@@ -101,15 +101,20 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
 def _evaluation_data(network, model_path, dataset, record, read_options,
                      source):
     """The `UserDataset` a model is evaluated on: read as its run read it
-    (the run record's `data_source`), else at the model's input size and
-    colour mode, with the read options given over either."""
+    (the run record's `data_source`: its test split too, unless a test
+    folder or share is given), else at the model's input size and colour
+    mode, with the read options given over either."""
     data_dir, download = source
     given = {name: value for name, value in read_options.items()
              if value is not None}
-    if (record.get("dataset") == dataset and record.get("data_source")
-            and not given):
+    if record.get("dataset") == dataset and record.get("data_source"):
         options = recorded_read_options(record["data_source"], data_dir)
+        if {"test_dir", "test_share"} & set(given):  # The user's split.
+            for name in ("test_dir", "test_share", "seed"):
+                options.pop(name, None)
+        options.update(given)
     else:
+        _check_test_images_known(dataset, model_path, given)
         height, width, channels = roles.image_input(network).shape[1:]
         options = {"image_size": (height, width), "data_dir": data_dir,
                    "color_mode": {1: "grayscale", 3: "rgb"}.get(channels),
@@ -117,6 +122,22 @@ def _evaluation_data(network, model_path, dataset, record, read_options,
     data = resolve_user_dataset(dataset, download=download, **options)
     check_model_matches_data(network, data, model_path)
     return data
+
+
+def _check_test_images_known(dataset, model_path, given):
+    """Refuses a folder's test share when no run record says which of its
+    images the model trained on: the default share would be drawn anew and
+    could hold training images."""
+    if not dataset.startswith("folder:") or {"test_dir",
+                                             "test_share"} & set(given):
+        return
+    raise ValueError(
+        f"No record of the run that trained {model_path!r} on {dataset} "
+        "(its metrics.json, beside the model) says which of the folder's "
+        "images it trained on, so a test share of the folder could hold "
+        "training images. Evaluate the model where `keras-caps train` "
+        "wrote it, or pass --test-dir (images it never saw) or the "
+        "--test-share its run used.")
 
 
 def _read_run_record(model_path):

@@ -22,6 +22,8 @@ batches exactly like the built-in loaders (`keras_caps.datasets.load`).
 
 import dataclasses
 import functools
+import hashlib
+import logging
 import os
 
 import numpy as np
@@ -150,6 +152,8 @@ def _read_folder(path, image_size, color_mode, test_dir, test_share, seed):
             image_size=tuple(source["image_size"]),
             color_mode=source["color_mode"],
             class_names=arrays.class_names, argument="test_dir")
+        _check_test_images_unseen(arrays.train[0], test.train[0], path,
+                                  test_dir)
         record = {"source": "test_dir",
                   "path": os.path.abspath(os.fspath(test_dir)),
                   "skipped_files": test.source["skipped_files"],
@@ -169,6 +173,28 @@ def _read_folder(path, image_size, color_mode, test_dir, test_share, seed):
                                                 labels[train]))
     return (_with_test(arrays, (images[held], labels[held])),
             {"source": "test_share", "share": share, "seed": seed})
+
+
+def _check_test_images_unseen(train_images, test_images, path, test_dir):
+    """Refuses a test folder whose images are all training images (the
+    training folder itself, or a copy), and warns about the test images
+    that are also training images, pixel for pixel."""
+    train = {hashlib.sha256(image.tobytes()).digest()
+             for image in train_images}
+    shared = sum(hashlib.sha256(image.tobytes()).digest() in train
+                 for image in test_images)
+    if shared and shared == len(test_images):
+        raise ValueError(
+            f"Received an invalid value for `test_dir`: all {shared} images "
+            f"of {test_dir!r} are also training images of {path!r} (pixel "
+            "for pixel), so the test accuracy would be measured on training "
+            "images. Pass a folder of images the model does not train on, "
+            "or leave out `test_dir` to hold out a share of the folder.")
+    if shared:
+        logging.warning(
+            "%d of the %d test images of %s are also training images of %s "
+            "(pixel for pixel): the test accuracy counts them.", shared,
+            len(test_images), test_dir, path)
 
 
 def _check_test_share(labels, train, held, class_names, share):
