@@ -89,7 +89,7 @@ def plot_to_file(kind, output, *, model_path=None, log_path=None,
         model = _load_model(model_path)
         count = index + 1 if kind in ("perturbation", "routing") else (
             num_images)
-        images, labels = _test_images(dataset, count, data_dir,
+        images, labels = _test_images(model, dataset, count, data_dir,
                                       dataset_options or {}, download)
         if kind == "reconstructions":
             figure = plot_reconstructions(
@@ -125,16 +125,21 @@ def _load_model(model_path):
     return load_model_file(model_path, "--model-path")
 
 
-def _test_images(dataset, count, data_dir, options, download):
-    """The first `count` test images (raw pixels) and their labels."""
+def _test_images(model, dataset, count, data_dir, options, download):
+    """The first `count` test images (raw pixels) and their labels;
+    refuses a dataset whose classes are not the model's, as `evaluate`
+    does (a 4-class model drawn against MNIST's 10 labels)."""
     from keras_caps import datasets
     from keras_caps.training.data_batches import first_batch
+    from keras_caps.training.model_building import check_labels_match
 
     batches = datasets.load(dataset, "test", batch_size=count,
                             training=False, data_dir=data_dir,
                             reconstruction=False, download=download,
                             **options)
     first = first_batch(batches)
+    if first is not None:
+        check_labels_match(model, batches)
     if first is None:
         raise ValueError(
             f"The {dataset!r} test split is empty: the figure needs "

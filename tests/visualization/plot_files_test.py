@@ -95,3 +95,18 @@ def test_missing_matplotlib_is_a_clear_error(monkeypatch, tmp_path, capsys):
     assert cli.main(["plot", "curves", "--log", "history.csv", "--output",
                      str(tmp_path / "x.png")]) == 2
     assert 'pip install "keras-caps[plot]"' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["reconstructions", "perturbation"])
+def test_a_model_of_other_classes_is_refused(kind, saved_models_and_data,
+                                             tmp_path, capsys):
+    # A 4-class model against MNIST's 10 labels drew "0 (true 7)".
+    _, _, data_dir = saved_models_and_data
+    model_path = str(tmp_path / "four.keras")
+    tiny_models.tiny_capsnet((28, 28, 1), num_classes=4).save(model_path)
+    output = tmp_path / "x.png"
+    assert cli.main(["plot", kind, "--model-path", model_path,
+                     "--data-dir", data_dir, "--output", str(output)]) == 2
+    assert ("The dataset has 10 classes but the model outputs 4"
+            in capsys.readouterr().err)
+    assert not output.exists()
