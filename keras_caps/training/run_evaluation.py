@@ -114,7 +114,7 @@ def _evaluation_data(network, model_path, dataset, record, read_options,
                 options.pop(name, None)
         options.update(given)
     else:
-        _check_test_images_known(dataset, model_path, given)
+        _check_test_images_known(dataset, model_path, given, record)
         height, width, channels = roles.image_input(network).shape[1:]
         options = {"image_size": (height, width), "data_dir": data_dir,
                    "color_mode": {1: "grayscale", 3: "rgb"}.get(channels),
@@ -124,12 +124,14 @@ def _evaluation_data(network, model_path, dataset, record, read_options,
     return data
 
 
-def _check_test_images_known(dataset, model_path, given):
+def _check_test_images_known(dataset, model_path, given, record):
     """Refuses a folder's test share when no run record says which of its
-    images the model trained on: the default share would be drawn anew and
-    could hold training images."""
-    if not dataset.startswith("folder:") or {"test_dir",
-                                             "test_share"} & set(given):
+    images the model trained on (none, or one of this folder without its
+    data source): the default share would be drawn anew and could hold
+    training images. A run on another dataset never saw the folder."""
+    trained_elsewhere = record and record.get("dataset") != dataset
+    if (not dataset.startswith("folder:") or trained_elsewhere
+            or {"test_dir", "test_share"} & set(given)):
         return
     raise ValueError(
         f"No record of the run that trained {model_path!r} on {dataset} "
