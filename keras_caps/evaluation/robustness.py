@@ -277,10 +277,7 @@ def evaluate_robustness(model, dataset, *, corruptions=None, data_dir=None,
     if adapt_batchnorm:
         sets.adapt(predictor, "clean", images, labels, predict, batch_size)
     if viewpoints is not None:
-        from keras_caps.datasets import smallnorb  # Imports TensorFlow.
-
-        familiar = smallnorb.familiar_test_images(
-            viewpoints, data_dir, download)
+        familiar = _familiar_test_images(viewpoints, data_dir, download)
         record.update(_split_by_viewpoint(sets, viewpoints, familiar))
     for kind, severity, corrupted, truth in corrupted_test_sets(
             dataset, images, labels, corruptions, seed, data_dir=data_dir,
@@ -318,6 +315,13 @@ def affine_set_name(corruptions):
 
 
 GENERATED_AFFINE_SET = "generated affine set"
+
+
+def _familiar_test_images(viewpoints, data_dir, download):
+    """smallNORB's mask of the test images at familiar viewpoints."""
+    from keras_caps.datasets import smallnorb  # Imports TensorFlow.
+
+    return smallnorb.familiar_test_images(viewpoints, data_dir, download)
 
 
 def _split_by_viewpoint(sets, viewpoints, familiar):
