@@ -84,8 +84,11 @@ def test_random_shift_moves_a_pixel_within_ten_percent():
 
 
 def test_test_dir_and_source_record(folder, tmp_path):
+    # Other images than the training folder's (the same seeds would draw
+    # copies of its first images, which `test_dir` refuses).
     image_folders.write_image_folder(tmp_path / "test", {
-        "cat": 2, "dog": 1, "eel": 1}, formats=("png",), colors=("L",))
+        "cat": 2, "dog": 1, "eel": 1}, formats=("png",), colors=("L",),
+        seed=100)
     data = user_dataset.resolve_user_dataset(
         f"folder:{folder}", test_dir=str(tmp_path / "test"))
     assert data.info.num_train == 25 and data.info.num_test == 4
