@@ -13,29 +13,23 @@ import keras
 
 def check_positive_int(name, value):
     """Raises unless `value` is a positive Python (or NumPy) integer."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"Received an invalid type for `{name}`, expected a positive "
-            f"integer. Received: {name}={value!r} of type "
-            f"{type(value).__name__}")
-    if value <= 0:
-        raise ValueError(
-            f"Received an invalid value for `{name}`, expected a positive "
-            f"integer. Received: {name}={value!r}")
-    return int(value)
+    return _check_integer(name, value, 1, "a positive integer")
 
 
 def check_non_negative_int(name, value):
     """Raises unless `value` is a Python (or NumPy) integer >= 0."""
+    return _check_integer(name, value, 0, "a non-negative integer")
+
+
+def _check_integer(name, value, minimum, expected):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
-            f"Received an invalid type for `{name}`, expected a "
-            f"non-negative integer. Received: {name}={value!r} of type "
-            f"{type(value).__name__}")
-    if value < 0:
+            f"Received an invalid type for `{name}`, expected {expected}. "
+            f"Received: {name}={value!r} of type {type(value).__name__}")
+    if value < minimum:
         raise ValueError(
-            f"Received an invalid value for `{name}`, expected a "
-            f"non-negative integer. Received: {name}={value!r}")
+            f"Received an invalid value for `{name}`, expected {expected}. "
+            f"Received: {name}={value!r}")
     return int(value)
 
 
