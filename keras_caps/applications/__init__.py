@@ -50,6 +50,7 @@ from keras_caps.applications.model_registry import MODELS
 from keras_caps.applications.model_registry import RegisteredModel
 from keras_caps.applications.model_registry import check_model_name
 from keras_caps.applications.model_registry import current_model_name
+from keras_caps.applications.model_registry import renamed_model
 from keras_caps.applications.official_weights import load_official_weights
 from keras_caps.applications.vector_routing_capsnet import (
     VECTOR_ROUTING_CAPSNET,

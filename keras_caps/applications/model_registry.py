@@ -166,6 +166,21 @@ def current_model_name(name, reconstruction=None):
     return _RENAMED.get(name, name)
 
 
+def renamed_model(name):
+    """The registered name that replaced `name`, a name used before 0.2.0,
+    else `None` (for a registered name, an unknown one or a non-string).
+
+    Example:
+
+    >>> renamed_model("cnn_baseline"), renamed_model("resnet")
+    ('cnn', None)
+    """
+    if not isinstance(name, str) or name in MODELS:
+        return None
+    renamed = current_model_name(name)
+    return renamed if renamed in MODELS else None
+
+
 def check_model_name(name, argument_name="model"):
     """`name` if it is a key of `MODELS`, else a `ValueError` listing the
     names (and the new name of one used before 0.2.0).
@@ -179,8 +194,8 @@ def check_model_name(name, argument_name="model"):
     """
     if isinstance(name, str) and name in MODELS:
         return name
-    renamed = current_model_name(name) if isinstance(name, str) else name
-    if renamed != name and renamed in MODELS:
+    renamed = renamed_model(name)
+    if renamed is not None:
         raise ValueError(
             f"Unknown `{argument_name}`: {name!r} is named {renamed!r} since "
             f"0.2.0 (one name in every command). Received: "

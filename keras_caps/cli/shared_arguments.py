@@ -96,20 +96,17 @@ def requested_corruptions(args):
 def model_name(text):
     """The `--model` converter: a name of `keras_caps.applications.MODELS`
     (a name used before 0.2.0 is refused, naming the new one)."""
-    from keras_caps.applications import check_model_name
+    from keras_caps.applications import MODELS
+    from keras_caps.applications import renamed_model
 
-    try:
-        return check_model_name(text)
-    except ValueError:
-        from keras_caps.applications import MODELS
-        from keras_caps.applications import current_model_name
-
-        renamed = current_model_name(text)
-        since = (f"; it is named {renamed!r} since 0.2.0"
-                 if renamed in MODELS else "")
-        raise argparse.ArgumentTypeError(
-            f"invalid choice: {text!r}{since} (choose from "
-            f"{', '.join(MODELS)})") from None
+    if text in MODELS:
+        return text
+    renamed = renamed_model(text)
+    since = "" if renamed is None else (
+        f"; it is named {renamed!r} since 0.2.0")
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {text!r}{since} (choose from "
+        f"{', '.join(MODELS)})")
 
 
 def model_help():

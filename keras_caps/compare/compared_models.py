@@ -5,7 +5,7 @@ the papers' models have stems of their own, so they are trained with
 """
 
 from keras_caps.applications import MODELS
-from keras_caps.applications import current_model_name
+from keras_caps.applications import renamed_model
 
 
 def comparable_models():
@@ -57,9 +57,8 @@ def check_routers(routers):
     unknown = [name for name in routers
                if not isinstance(name, str) or name not in MODELS]
     if unknown:
-        renamed = [f"{name!r} is named {current_model_name(name)!r}"
-                   for name in unknown if isinstance(name, str)
-                   and current_model_name(name) in MODELS]
+        renamed = [f"{name!r} is named {renamed_model(name)!r}"
+                   for name in unknown if renamed_model(name) is not None]
         since = f" ({'; '.join(renamed)} since 0.2.0)" if renamed else ""
         raise ValueError(
             f"Unknown routers {unknown}{since}. Expected some of {names}. "
