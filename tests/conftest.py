@@ -2,11 +2,20 @@
 
 - `large`: slow tests on real data; skipped unless `--run_large` is given.
 - `gpu`: checks that need an accelerator; skipped when none is visible.
+
+`XLA_FLAGS` (unless set): compile fast, same results; see
+`keras_caps.testing.xla_flags`.
 """
 
 import os
 
 import pytest
+
+from keras_caps.testing.xla_flags import fast_xla_flags
+
+# Before any backend starts; a user's own flags are kept.
+os.environ.setdefault("XLA_FLAGS",
+                      fast_xla_flags(os.environ.get("KERAS_BACKEND")))
 
 
 def pytest_addoption(parser):

@@ -16,6 +16,7 @@ import pytest
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.testing.without_tensorflow import REFUSE_TENSORFLOW
+from keras_caps.testing.xla_flags import fast_xla_flags
 
 _WORKTREE = pathlib.Path(__file__).resolve().parents[2]
 _SCRIPT = _WORKTREE / "benchmarks" / "jax_gpu_mnist.py"
@@ -43,9 +44,8 @@ def test_dry_run_without_tensorflow_writes_a_labelled_record(tmp_path):
     output_dir = tmp_path / "run"
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3",
                PYTHONPATH=str(_WORKTREE),
-               # XLA's slow passes skipped: code speed, not results.
-               XLA_FLAGS="--xla_backend_optimization_level=0 "
-               "--xla_llvm_disable_expensive_passes=true")
+               # XLA compiles fast: code speed, not results.
+               XLA_FLAGS=fast_xla_flags("jax"))
     process = subprocess.run(
         [sys.executable, "-c", _RUN_SCRIPT, str(_SCRIPT), "--dry-run",
          "--data-dir", data_dir, "--output-dir", str(output_dir)],

@@ -28,17 +28,17 @@ from keras_caps.export import export_support
 from keras_caps.export.onnx_model import check_onnx_convertible
 from keras_caps.inference import ExportedClassifier
 from keras_caps.testing.without_tensorflow import REFUSE_TENSORFLOW
+from keras_caps.testing.xla_flags import fast_xla_flags
 from tests.folder_contents import folder_contents
 
 ort = pytest.importorskip("onnxruntime")
 
 _SHAPE = (16, 16, 1)
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-# The subprocesses' environment. XLA skips LLVM's slow optimisation passes
-# (as .ci/run does for the JAX tests): the code runs slower, with the same
-# results, and compiles much faster, which is most of a tiny export's time.
-_FAST_COMPILE = ("--xla_backend_optimization_level=0 "
-                 "--xla_llvm_disable_expensive_passes=true")
+# The subprocesses' environment. XLA compiles fast (as for the JAX tests):
+# the code runs slower, with the same results, and compiles much faster,
+# which is most of a tiny export's time.
+_FAST_COMPILE = fast_xla_flags("jax")
 
 
 def _environment(backend):

@@ -22,6 +22,7 @@ from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.testing.killed_runs import KILLED_AFTER_BACKUP
 from keras_caps.testing.without_tensorflow import REFUSE_TENSORFLOW
+from keras_caps.testing.xla_flags import fast_xla_flags
 
 _WORKTREE = pathlib.Path(__file__).resolve().parents[2]
 
@@ -43,11 +44,9 @@ with open(sys.argv[1], "w") as file:
 """
 
 
-# JAX compiles thousands of small computations here: XLA's slow
-# optimisation passes are skipped, as CI does for the JAX tests (code
-# speed, not results).
-_FAST_XLA = ("--xla_backend_optimization_level=0 "
-             "--xla_llvm_disable_expensive_passes=true")
+# JAX compiles thousands of small computations here: XLA compiles fast,
+# as for the JAX tests (code speed, not results).
+_FAST_XLA = fast_xla_flags("jax")
 
 
 def _run(script, arguments, backend, expect=0, **environment):

@@ -22,12 +22,11 @@ import pytest
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.testing.killed_runs import KILLED_AFTER_BACKUP
+from keras_caps.testing.xla_flags import fast_xla_flags
 
 _WORKTREE = pathlib.Path(__file__).resolve().parents[2]
-# XLA's slow optimisation passes skipped (code speed, not results), as
-# in backends_test.
-_FAST_XLA = ("--xla_backend_optimization_level=0 "
-             "--xla_llvm_disable_expensive_passes=true")
+# XLA compiles fast (code speed, not results), as in backends_test.
+_FAST_XLA = fast_xla_flags("jax")
 
 # Runs each `keras-caps` command of the JSON list in its first argument.
 _COMMANDS = """
