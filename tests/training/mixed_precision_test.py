@@ -96,9 +96,10 @@ def _accuracy_comparisons():
     CPUs compute reduced precision at very different speeds. These 400
     steps of EfficientCapsNet under mixed_bfloat16 took about a minute on
     one 2-core machine, and 506 s alone and over 900 s under load on our
-    2-core development machine in December 2026; float16 convolution gradients are 4x slower than float32
-    on an AMD EPYC and about 100x on Intel Xeons with AVX512-FP16 (see the
-    README's mixed-precision section). What runs in CI: two training steps
+    2-core development machine in December 2026; float16 convolution
+    gradients are 4x slower than float32 on an AMD EPYC and about 100x on
+    Intel Xeons with AVX512-FP16 (see the README's mixed-precision
+    section). What runs in CI: two training steps
     of every model under both policies (above) and each layer's outputs
     and gradients against float32 under both (tests/layers).
     """
