@@ -9,6 +9,7 @@ run wrote (the names in `RUN_FILES`; inside their folders only the files a
 run writes there, `RUN_FOLDER_CONTENTS`; nothing else) and starts over.
 """
 
+import contextlib
 import fnmatch
 import json
 import logging
@@ -85,6 +86,7 @@ class RunFolder:
             The recorded progress (`{}` for a new or fresh run).
         """
         check_output_folder(self.path)
+        os.makedirs(self.path, exist_ok=True)
         cleared = fresh and os.path.exists(self.record_path)
         if cleared:
             # Only a folder with a run record is a run's: `fresh` never
@@ -283,18 +285,69 @@ def describe_differences(recorded, requested):
 
 
 def check_output_folder(path):
-    """Creates `path` if needed; a clear `ValueError` if it cannot be used."""
+    """A clear `ValueError` if `path` cannot be an output folder.
+
+    Creates nothing, so a command refused by a later check leaves no empty
+    folder behind: `path` is either a writable folder, or a new path whose
+    nearest existing parent is a writable folder (`RunLock` creates it
+    when the run claims it).
+
+    Example:
+
+    >>> check_output_folder("runs/new_run")  # a new path: nothing created
+    """
     if os.path.lexists(path) and not os.path.isdir(path):
         raise ValueError(
             "The output folder exists and is not a folder. Expected a folder "
             f"(or a new path). Received: output_dir={path!r}")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as error:
+    existing = _nearest_existing(path)
+    if not os.path.isdir(existing):
         raise ValueError(
-            f"Cannot create the output folder: {error.strerror}. Received: "
-            f"output_dir={path!r}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
+            f"Cannot create the output folder: Not a directory: {existing!r} "
+            f"is a file. Received: output_dir={path!r}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = ("The output folder is" if existing == os.path.abspath(path)
+                else f"The output folder cannot be created: {existing!r} is")
         raise ValueError(
-            "The output folder is not writable by this user. Received: "
+            f"{what} not writable by this user. Received: "
             f"output_dir={path!r}")
+
+
+@contextlib.contextmanager
+def empty_new_folders_removed_on_error(path):
+    """Removes the folders of `path` that the body created, if it raises.
+
+    Only folders that did not exist on entry and are empty on the error are
+    removed (`os.rmdir`, which never deletes a file), deepest first: a run
+    refused after claiming a new folder (data that cannot be read, a
+    strategy that cannot start) leaves nothing behind, while anything a
+    run or a user wrote stays.
+
+    Example:
+
+    ```python
+    with empty_new_folders_removed_on_error("runs/new/run"):
+        with RunLock("runs/new/run"):  # creates runs/new/run
+            raise ValueError("refused")  # runs/new is gone again
+    ```
+    """
+    existing = _nearest_existing(path)
+    try:
+        yield
+    except BaseException:
+        folder = os.path.abspath(path)
+        while folder != existing and folder.startswith(existing + os.sep):
+            try:
+                os.rmdir(folder)
+            except OSError:  # Not empty (or gone): keep it and its parents.
+                break
+            folder = os.path.dirname(folder)
+        raise
+
+
+def _nearest_existing(path):
+    """`path`'s nearest existing ancestor (itself if it exists), absolute."""
+    current = os.path.abspath(path)
+    while not os.path.lexists(current):
+        current = os.path.dirname(current)
+    return current

@@ -44,6 +44,7 @@ from keras_caps.inference.class_names import write_class_names
 from keras_caps.runs import check_export_target
 from keras_caps.runs.run_folder import RunFolder
 from keras_caps.runs.run_folder import check_output_folder
+from keras_caps.runs.run_folder import empty_new_folders_removed_on_error
 from keras_caps.runs.run_lock import RunLock
 from keras_caps.training.backend_check import check_backend
 from keras_caps.training.backend_distribution import check_batch_divides
@@ -98,7 +99,9 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     (the backend, which must be TensorFlow, JAX or PyTorch, a strategy
     the backend does not have, the settings, the data, the model and its
     options) is checked before the folder is claimed, so a refused call
-    writes nothing there. On JAX and PyTorch, see `check_backend` for
+    writes nothing there; a new folder claimed before a refusal that only
+    loading the data can make (a TFDS dataset that is not prepared) is
+    removed again. On JAX and PyTorch, see `check_backend` for
     what differs.
 
     A dataset a user brings (`dataset="folder:PATH"`, `"npz:PATH"` or
@@ -217,24 +220,35 @@ def train(model=None, dataset=None, *, output_dir, settings=None,
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(settings.precision)
     try:
-        distribution = get_strategy(strategy, worker_timeout=worker_timeout)
-        check_batch_divides(distribution, settings.batch_size)
-        # Only the chief writes the run's files. Other workers keep their
-        # own backup (so that a restarted cluster resumes every worker from
-        # the same step), checkpoint and logs in a scratch folder of their
-        # own, removed when training ends.
-        chief = is_chief(distribution)
-        work_dir = output_dir if chief else os.path.join(
-            output_dir, f".{task_name(distribution)}")
-        with RunLock(work_dir), training_scope(distribution):
-            if not chief:
-                return _train_worker(settings, (data_dir, user_data),
-                                     distribution, work_dir, execution)
-            return _run_chief(settings, output_dir, fresh,
-                              (data_dir, user_data), distribution,
-                              execution)
+        # A run refused after claiming a new folder leaves none behind.
+        with empty_new_folders_removed_on_error(output_dir):
+            return _claim_and_train(settings, output_dir, fresh,
+                                    (strategy, worker_timeout),
+                                    (data_dir, user_data), execution)
     finally:
         keras.config.set_dtype_policy(previous_policy)
+
+
+def _claim_and_train(settings, output_dir, fresh, strategy_options, data,
+                     execution):
+    """Starts the strategy, claims the folder and trains (or works for the
+    chief, on another worker of a `multi_worker` cluster)."""
+    strategy, worker_timeout = strategy_options
+    distribution = get_strategy(strategy, worker_timeout=worker_timeout)
+    check_batch_divides(distribution, settings.batch_size)
+    # Only the chief writes the run's files. Other workers keep their own
+    # backup (so that a restarted cluster resumes every worker from the
+    # same step), checkpoint and logs in a scratch folder of their own,
+    # removed when training ends.
+    chief = is_chief(distribution)
+    work_dir = output_dir if chief else os.path.join(
+        output_dir, f".{task_name(distribution)}")
+    with RunLock(work_dir), training_scope(distribution):
+        if not chief:
+            return _train_worker(settings, data, distribution, work_dir,
+                                 execution)
+        return _run_chief(settings, output_dir, fresh, data, distribution,
+                          execution)
 
 
 def _requested_settings(settings, model, dataset, setting_fields):

@@ -18,6 +18,7 @@ from keras_caps import training
 from keras_caps.datasets.data_record import data_record
 from keras_caps.runs.run_folder import RunFolder
 from keras_caps.runs.run_folder import describe_differences
+from keras_caps.runs.run_folder import empty_new_folders_removed_on_error
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
 from keras_caps.training import TrainingSettings
@@ -321,6 +322,45 @@ def test_unusable_output_folders_are_one_line_errors(tmp_path, capsys):
         assert error.count("\n") == 1 and message in error, error
         assert error.startswith("keras-caps train: error:")
     assert (tmp_path / "a_file").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("arguments", [
+    ["--partners-per-digit", "5"],  # an option mnist does not take
+    ["--strategy", "tpu"],  # no TPU here
+    ["--strategy", "multi_worker"],  # no TF_CONFIG
+    ["--model", "efficient_capsnet", "--dataset", "smallnorb",
+     "--no-download"],  # not prepared in the data folder
+], ids=["dataset_option", "tpu", "multi_worker", "unprepared_dataset"])
+def test_a_refused_command_creates_no_output_folder(tmp_path, capsys,
+                                                    monkeypatch, arguments):
+    """#41, item 9: these refusals came after the folder was made."""
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    data_dir = write_idx_dataset(str(tmp_path / "mnist"),
+                                 synthetic_digits(16), synthetic_digits(8))
+    output_dir = tmp_path / "new" / "run"
+    code = cli.main(["train", "--data-dir", data_dir, "--output-dir",
+                     str(output_dir), "--epochs", "1", *arguments])
+    error = capsys.readouterr().err
+    assert code == 2, error
+    assert error.startswith("keras-caps train: error:"), error
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_refusal_removes_only_the_empty_folders_it_created(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    with pytest.raises(ValueError, match="refused"):
+        with empty_new_folders_removed_on_error(mine / "a" / "b" / "c"):
+            os.makedirs(mine / "a" / "b" / "c")
+            (mine / "a" / "note.txt").write_text("keep me")
+            raise ValueError("refused")
+    # b/c were new and empty; a holds a file; mine was there before.
+    assert sorted(os.listdir(mine)) == ["a"]
+    assert os.listdir(mine / "a") == ["note.txt"]
+    with pytest.raises(ValueError, match="refused"):
+        with empty_new_folders_removed_on_error(mine / "a"):
+            raise ValueError("refused")
+    assert (mine / "a" / "note.txt").read_text() == "keep me"
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
