@@ -298,6 +298,8 @@ def _serve_function(call_model, image_shape, output_shapes, scale):
     image_size = math.prod(image_shape)
 
     def serve(image):  # image: (batch, height, width, channels)
+        image = _checked_image(image, image_shape)
+
         def run_model():
             outputs = call_model(image * scale)
             if not isinstance(outputs, dict):
@@ -322,6 +324,41 @@ def _serve_function(call_model, image_shape, output_shapes, scale):
                     outputs.items(), output_shapes.values(), strict=True)}
 
     return serve
+
+
+def _checked_image(image, image_shape):
+    """`image`, checked against the signature's spec before anything runs.
+
+    A signature called through `loaded.signatures[...]` (or TensorFlow
+    Serving) runs its graph on whatever it is given: TensorFlow checks the
+    TensorSpec only for Python callers of `loaded.serve`. A wrong shape
+    then failed deep in the graph, or aborted the process in a oneDNN
+    convolution. This check raises `InvalidArgumentError` naming the
+    expected spec instead.
+
+    The graph believes the spec's static shape, and TensorFlow folds
+    anything it can infer from it (the rank, the image size) into a
+    constant, so a plain shape check would always pass. The runtime shape
+    is read through a serialisation round trip of the 1-D shape vector
+    (a few bytes), whose result TensorFlow cannot infer.
+    """
+    import tensorflow as tf
+
+    expected = (None, *image_shape)
+    # (rank,): the shape `image` really has, opaque to shape inference.
+    shape = tf.io.parse_tensor(tf.io.serialize_tensor(tf.shape(image)),
+                               tf.int32)
+    # Sizes compared only where the rank matches (else the shapes differ).
+    matches = tf.cond(
+        tf.equal(tf.size(shape), len(expected)),
+        lambda: tf.reduce_all(tf.equal(shape[1:], image_shape)),
+        lambda: tf.constant(False))
+    check = tf.debugging.Assert(matches, [
+        "The `image` input of this export must be float32 images of shape "
+        f"{expected}: TensorSpec(shape={expected}, dtype=tf.float32, "
+        "name='image'). Received shape:", shape], summarize=16)
+    with tf.control_dependencies([check]):
+        return tf.identity(image)
 
 
 def _check_export_class_names(model, class_names):

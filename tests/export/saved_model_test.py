@@ -519,3 +519,48 @@ def test_saved_model_export_on_torch_is_a_clear_error(tmp_path):
     assert "--format onnx" in result.stdout
     assert "'torch'" in result.stdout
     assert os.listdir(tmp_path) == []
+
+
+_WRONG_SHAPES = textwrap.dedent("""
+    import json, sys
+    import tensorflow as tf
+    loaded = tf.saved_model.load(sys.argv[1])
+    shapes = [(2, 28, 28), (2, 28, 28, 3), (2, 32, 32, 1), (2, 28, 28, 1, 1)]
+    errors = {}
+    for name in ("serving_default", "serve"):
+        signature = loaded.signatures[name]
+        for shape in shapes:
+            try:
+                signature(image=tf.zeros(shape))
+                errors[f"{name} {shape}"] = "ran"
+            except tf.errors.InvalidArgumentError as error:
+                errors[f"{name} {shape}"] = error.message
+        shape = tuple(signature(image=tf.zeros((3, 28, 28, 1)))["length"].shape)
+        errors[f"{name} right shape"] = list(shape)
+    print(json.dumps(errors))
+""")
+
+
+def test_signatures_refuse_wrong_shapes_before_the_graph_runs(tiny_model,
+                                                               tmp_path):
+    """#41, item 1: `signatures[...]` checks no TensorSpec; a rank-3 batch
+    aborted the process in a oneDNN convolution (SIGABRT) on some CPUs,
+    other shapes failed deep inside the graph. In a real process: every
+    wrong shape is one error naming the expected spec and the shape given.
+    """
+    export_inference_model(tiny_model, str(tmp_path / "export"))
+    result = subprocess.run(
+        [sys.executable, "-c", _WRONG_SHAPES, str(tmp_path / "export")],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    errors = json.loads(result.stdout.strip().splitlines()[-1])
+    for name in ("serving_default", "serve"):
+        assert errors.pop(f"{name} right shape") == [3, 10]
+    assert len(errors) == 8
+    for case, message in errors.items():
+        given = case.split(" ", 1)[1].strip("()").replace(",", "")
+        assert "must be float32 images of shape (None, 28, 28, 1)" in message, (
+            case, message)
+        assert "TensorSpec(shape=(None, 28, 28, 1)" in message, (case, message)
+        assert f"Received shape:] [{given}]" in message, (case, message)
