@@ -153,3 +153,49 @@ def test_bad_inputs_exit_2_with_one_line(saved, capsys, tmp_path):
     assert "decoder" in _error(capsys, plain, big, "--reconstruction",
                                tmp_path / "r.png")
     assert not (tmp_path / "r.png").exists()
+
+
+def _foreign_saved_model(folder, written):
+    """A SavedModel not written by keras_caps, serving `length` like an
+    export, whose signature writes the file `written` when it runs."""
+    import tensorflow as tf
+
+    class Foreign(tf.Module):
+        @tf.function(input_signature=[
+            tf.TensorSpec((None, 16, 16, 1), "float32", name="image")])
+        def serve(self, image):
+            with tf.control_dependencies(
+                    [tf.io.write_file(str(written), "ran")]):
+                return {"length": tf.zeros((tf.shape(image)[0], 3))}
+
+    module = Foreign()
+    tf.saved_model.save(module, str(folder),
+                        signatures={"serve": module.serve})
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="the SavedModel export needs TensorFlow")
+def test_a_foreign_saved_model_with_a_hand_written_marker_is_refused(
+        saved, capsys, tmp_path):
+    """#41, item 8: predict ran any SavedModel given a marker file."""
+    folder = tmp_path / "foreign"
+    written = tmp_path / "written_by_the_graph.txt"
+    _foreign_saved_model(folder, written)
+    (folder / "keras_caps_export.json").write_text(
+        json.dumps({"format": "saved_model", "input_range": "pixels"}))
+    error = _error(capsys, folder, saved["images"])
+    assert "is not an unchanged export of keras_caps" in error
+    assert "load only exports you trust" in error
+    assert not written.exists()
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="the SavedModel export needs TensorFlow")
+def test_an_export_with_an_added_file_is_refused(saved, capsys, tmp_path):
+    from keras_caps.export import export_inference_model
+
+    export = tmp_path / "export"
+    export_inference_model(saved["model"], str(export))
+    (export / "variables" / "extra.txt").write_text("not keras_caps'")
+    assert "is not an unchanged export of keras_caps" in _error(
+        capsys, export, saved["images"])

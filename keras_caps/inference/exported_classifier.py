@@ -7,9 +7,9 @@ import os
 import numpy as np
 
 from keras_caps import model_roles as roles
+from keras_caps.inference.export_contents import MARKER as _MARKER
+from keras_caps.inference.export_contents import is_keras_caps_export
 
-# `keras_caps.runs.export_manifest.MARKER`, without importing the lab.
-_MARKER = "keras_caps_export.json"
 # `keras_caps.export.onnx_model.ONNX_FILE`.
 _ONNX_FILE = "model.onnx"
 
@@ -24,6 +24,14 @@ class ExportedClassifier:
     export was written for (the `input_range` of its
     `keras_caps_export.json`: `"unit"` exports get the pixels divided by
     255).
+
+    Only an unchanged export of keras_caps is loaded: every file under the
+    folder must be one its `keras_caps_export.json` lists, with the size
+    and SHA-256 it recorded (`is_keras_caps_export`), so a SavedModel from
+    elsewhere, or one given a hand-written marker, is refused before
+    TensorFlow loads it. The manifest does not prove who wrote the folder:
+    a SavedModel is a program, and loading one runs its graph, so load
+    only exports you trust.
 
     Attributes:
         path: str. The export folder.
@@ -156,6 +164,14 @@ def _input_range(path, where):
             record = json.load(file)
     except (OSError, ValueError) as error:
         raise ValueError(f"Cannot read {marker!r}: {error}") from None
+    if not is_keras_caps_export(path):
+        raise ValueError(
+            f"{where} is not an unchanged export of keras_caps: its files "
+            f"are not exactly those its {_MARKER} lists with their sizes "
+            "and SHA-256 (a file added, removed or edited, or a marker "
+            "written by hand). A SavedModel is a program that loading it "
+            "runs: load only exports you trust, and export the model again "
+            "with `keras-caps export`.")
     input_range = (record.get("input_range", "pixels")
                    if isinstance(record, dict) else None)
     if input_range not in ("pixels", "unit"):

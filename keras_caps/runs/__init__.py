@@ -18,7 +18,9 @@ left half-written:
   lists every file it holds; only an unchanged export of keras_caps is
   ever replaced.
 
-It imports nothing else from keras_caps: training, evaluation, export,
+It imports nothing else from keras_caps but the reading of an export's
+manifest (`keras_caps.inference.export_contents`, which the library's
+`ExportedClassifier` checks too): training, evaluation, export,
 visualization and the command line build on it.
 """
 

@@ -3,17 +3,19 @@
 An export (a SavedModel or ONNX folder) holds `keras_caps_export.json`,
 its manifest: every file under it with its size and SHA-256, and every
 subfolder. A folder is an export of keras_caps only while it holds exactly
-that, unchanged (`is_keras_caps_export`); only then may a later export or
+that, unchanged (`is_keras_caps_export`, which `predict` and `evaluate`
+also ask before they load one); only then may a later export or
 `train --fresh` replace it (`check_export_target`). Anything else, a
 user's file added inside included, is never deleted.
 """
 
-import hashlib
 import json
 import os
 
-MARKER = "keras_caps_export.json"
-"""The file every export carries, naming what keras_caps wrote there."""
+from keras_caps.inference.export_contents import MARKER
+from keras_caps.inference.export_contents import file_fingerprint
+from keras_caps.inference.export_contents import file_tree
+from keras_caps.inference.export_contents import is_keras_caps_export
 
 
 def write_marker(folder, record):
@@ -23,7 +25,7 @@ def write_marker(folder, record):
     SHA-256 (by its `/`-separated relative path) and `folders` every
     subfolder.
     """
-    tree = _tree(folder)
+    tree = file_tree(folder)
     if tree is None:  # TensorFlow wrote a link or a device file.
         raise ValueError(f"The export in {folder!r} holds something other "
                          "than files and folders.")
@@ -31,99 +33,10 @@ def write_marker(folder, record):
     record = dict(record,
                   files=sorted(set(os.listdir(folder)) | {MARKER}),
                   folders=sorted(folders),
-                  contents={name: _fingerprint(path)
+                  contents={name: file_fingerprint(path)
                             for name, path in sorted(files.items())})
     with open(os.path.join(folder, MARKER), "w", encoding="utf-8") as file:
         json.dump(record, file, indent=2)
-
-
-def _tree(folder):
-    """`(folders, files)` under `folder`: the set of subfolders and a dict
-    of files, both by `/`-separated relative path; `None` if it holds a
-    link or anything but files and folders."""
-    folders, files = set(), {}
-    for root, subfolders, names in os.walk(folder):
-        relative = os.path.relpath(root, folder)
-        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
-        for name in subfolders:
-            if os.path.islink(os.path.join(root, name)):
-                return None
-            folders.add(prefix + name)
-        for name in names:
-            path = os.path.join(root, name)
-            if os.path.islink(path) or not os.path.isfile(path):
-                return None
-            files[prefix + name] = path
-    return folders, files
-
-
-def _fingerprint(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return {"size": os.path.getsize(path), "sha256": digest.hexdigest()}
-
-
-def is_keras_caps_export(path):
-    """Whether `path` is a folder holding an export of keras_caps only.
-
-    That is: it holds a readable `keras_caps_export.json` marker, every
-    file under it, at any depth, is one that marker lists, with the size
-    and SHA-256 it recorded, and every folder is one it lists (a file or
-    folder added, a file removed, replaced or edited anywhere makes the
-    folder not an export of keras_caps, so that nothing in it is ever
-    deleted or replaced; only a listed empty folder may be missing). Links
-    are never ours.
-
-    An export of keras_caps 0.1.0 written before the marker recorded
-    every file (its marker lists only the top-level names) is not one:
-    `check_export_target` refuses it with one line.
-
-    Example:
-
-    ```python
-    export_inference_model(model, "export")
-    is_keras_caps_export("export")  # True
-    open("export/assets/labels.txt", "w").close()
-    is_keras_caps_export("export")  # False: labels.txt is not ours.
-    ```
-    """
-    if os.path.islink(path) or not os.path.isdir(path):
-        return False
-    try:
-        with open(os.path.join(path, MARKER), encoding="utf-8") as file:
-            marker = json.load(file)
-        written = set(marker["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    tree = _tree(path)
-    if tree is None or MARKER not in written:
-        return False
-    folders, files = tree
-    return _holds_only(marker, folders, files)
-
-
-def _holds_only(marker, folders, files):
-    """Whether `folders` and `files` are exactly what `marker` recorded."""
-    try:
-        contents = dict(marker["contents"])
-        recorded_folders = set(marker["folders"])
-    except (KeyError, TypeError, ValueError):
-        return False
-    files = {name: path for name, path in files.items() if name != MARKER}
-    # A recorded folder may be missing (copy tools drop empty folders): no
-    # file of anyone's is in it. Any other folder or file is not ours.
-    if not folders <= recorded_folders or set(files) != set(contents):
-        return False
-    try:  # The sizes first: cheap, and they catch most changes.
-        if any(os.path.getsize(path) != contents[name].get("size")
-               for name, path in files.items()):
-            return False
-        return all(_fingerprint(path) == contents[name]
-                   for name, path in files.items())
-    except (OSError, AttributeError):
-        return False
 
 
 def _earlier_export(path):
