@@ -125,12 +125,18 @@ def test_a_ctrl_c_during_a_save_waits_for_the_whole_pair(tmp_path):
 
     model.save_weights = interrupted_save
     backup.set_model(model)
-    with pytest.raises(KeyboardInterrupt):
-        backup._save(1, 0)
+    # A process started in the background by a shell ignores SIGINT from
+    # its start (as CI's may); the test sets Python's own handler.
+    handler_before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            backup._save(1, 0)
+        # The handler in place before the save is back.
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, handler_before)
     assert sorted(os.listdir(folder)) == ["latest.weights.h5",
                                           "training_metadata.json"]
     with open(os.path.join(folder, "training_metadata.json")) as file:
         assert json.load(file)["epoch"] == 1
     assert _restore(folder)[0] == (1, 0)
-    # The handler in place before is back.
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
