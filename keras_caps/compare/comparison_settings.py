@@ -25,6 +25,7 @@ from keras_caps.compare.compared_models import check_routers
 from keras_caps.compare.compared_models import default_models
 from keras_caps.compare.compared_models import model_reconstruction
 from keras_caps.datasets.data_record import data_record
+from keras_caps.datasets.sources import check_tfds_prepared
 from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 from keras_caps.datasets.viewpoints import check_viewpoints
 from keras_caps.evaluation import attack_evaluation
@@ -247,11 +248,16 @@ class ComparisonSettings:
             self.dataset, self.partners_per_digit, attacks)
         _refuse_adaptation_on_user_data(self.adapt_batchnorm,
                                         user_data is not None)
+        data = (data_record(self.dataset, data_dir) if user_data is None
+                else user_data)
+        if "tfds" in data and user_data is None:
+            # An unprepared dataset is refused before compare.json.
+            check_tfds_prepared(data["tfds"]["name"], data["tfds"]["data_dir"],
+                                download)
         resolved = dataclasses.replace(
             self, **recipe, attacks=attacks,
             partners_per_digit=partners.get("partners_per_digit"),
-            data=(data_record(self.dataset, data_dir) if user_data is None
-                  else user_data))
+            data=data)
         # Refuses, before anything is written, a setting a model lacks
         # (the GroupNorm stem for `sabour_cnn`, ...).
         for router in resolved.routers:

@@ -148,6 +148,39 @@ def load_tfds(name, split, data_dir=None, download=True, **kwargs):
             name, split, data_dir, f"TFDS said: {error}")) from error
 
 
+def check_tfds_prepared(name, data_dir=None, download=True):
+    """Refuses a TFDS dataset that is not prepared when downloads are off.
+
+    A cheap look at the prepared folder (no example is read), so that a
+    command can refuse before it writes anything; `load_tfds` says the same
+    if the data goes missing later. With `download=True` nothing is checked:
+    the dataset is prepared on first use.
+
+    Raises:
+        ValueError: `download=False` and `name` is not prepared in
+            `data_dir`, or TFDS has no dataset `name`.
+
+    Example:
+
+    ```python
+    check_tfds_prepared("smallnorb", "/data/tfds", download=False)
+    ```
+    """
+    if download:
+        return
+    import tensorflow_datasets as tfds
+
+    try:
+        prepared = tfds.builder(name, data_dir=data_dir).is_prepared()
+    except _not_prepared_errors() as error:
+        raise ValueError(_not_prepared_message(
+            name, "train", data_dir, f"TFDS said: {error}")) from error
+    if not prepared:
+        raise ValueError(_not_prepared_message(
+            name, "train", data_dir,
+            "Downloads are off (download=False, --no-download)."))
+
+
 def _not_prepared_errors():
     """What `tfds.load` raises for a dataset that is not prepared (an
     AssertionError in TFDS 4.9), or for an unknown name."""

@@ -1,10 +1,13 @@
 """`ComparisonSettings`: the schema of `compare.json`, checked and resolved."""
 
+import contextlib
+import io
 import json
 import pathlib
 
 import pytest
 
+from keras_caps import cli
 from keras_caps.compare import ComparisonSettings
 from keras_caps.compare import comparison
 from keras_caps.testing import synthetic_digits
@@ -95,3 +98,20 @@ def test_compare_takes_one_settings_record(tmp_path):
     with pytest.raises(TypeError, match="`ComparisonSettings`"):
         comparison.compare(["cnn"], output_dir=str(tmp_path / "compare"))
     assert not (tmp_path / "compare").exists()
+
+
+def test_an_unprepared_dataset_without_downloads_writes_nothing(tmp_path):
+    # With downloads off, a TFDS dataset missing from the data folder is
+    # refused before compare.json claims the folder (it was written before
+    # the first model's training found the data missing).
+    output_dir = tmp_path / "runs" / "compare"
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        code = cli.main(["compare", "--dataset", "smallnorb", "--routers",
+                         "cnn", "--no-download", "--data-dir",
+                         str(tmp_path / "empty"), "--output-dir",
+                         str(output_dir)])
+    assert code == 2
+    assert "'smallnorb' is not prepared" in stderr.getvalue()
+    assert "Downloads are off" in stderr.getvalue()
+    assert not (tmp_path / "runs").exists()
