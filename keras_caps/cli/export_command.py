@@ -1,5 +1,5 @@
-"""`keras-caps export`: a saved model as a SavedModel (or, with `--format
-onnx`, an ONNX model) serving raw images."""
+"""`keras-caps export`: a saved model as a SavedModel (or, with
+`--format`, an ONNX, LiteRT or OpenVINO model) serving raw images."""
 
 import os
 
@@ -7,11 +7,12 @@ import os
 def add_export_command(commands):
     """Registers `export` and its handler on the subparsers `commands`."""
     # The same precisions as training's, from a module without TensorFlow.
+    from keras_caps.export.export_support import EXPORT_FORMATS
     from keras_caps.inference import SERVING_PRECISIONS as PRECISIONS
 
     export = commands.add_parser(
-        "export", help="Export a saved .keras model as a SavedModel that "
-        "serves raw images (with the class names kept beside the model, "
+        "export", help="Export a saved .keras model as a SavedModel (or an "
+        "ONNX, LiteRT or OpenVINO model) that serves raw images (with the class names kept beside the model, "
         "class_names.json, if any).")
     export.add_argument("--model-path", required=True)
     export.add_argument("--export-dir", required=True)
@@ -30,14 +31,24 @@ def add_export_command(commands):
                         "was trained on; unit, images in [0, 1], which the "
                         "signature multiplies by 255.")
     export.add_argument("--format", default="saved_model",
-                        choices=("saved_model", "onnx"),
+                        choices=EXPORT_FORMATS,
                         help="saved_model (default): a TensorFlow "
                         "SavedModel (TensorFlow or JAX backend, TensorFlow "
                         "installed); onnx: the folder holds model.onnx, "
                         "for ONNX Runtime (any of the TensorFlow, JAX and "
                         "PyTorch backends; pip install "
                         "'keras-caps[onnx]', or 'keras-caps[onnx-jax]' on "
-                        "JAX).")
+                        "JAX); litert: model.tflite for the LiteRT "
+                        "interpreter (TensorFlow backend; pip install "
+                        "'keras-caps[litert]'); openvino: model.xml and "
+                        "model.bin for OpenVINO's runtime (pip install "
+                        "'keras-caps[openvino]').")
+    export.add_argument("--quantize", default=None, choices=("int8",),
+                        help="int8: store the weights in 8 bits with "
+                        "per-channel scales (LiteRT's dynamic-range "
+                        "quantization; with --format litert only); the "
+                        "routing, the squash and the activations stay "
+                        "float32. Recorded in keras_caps_export.json.")
     export.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="Precision of the served convolutions: "
                         "mixed_bfloat16 is faster on CPUs with "
@@ -48,6 +59,7 @@ def add_export_command(commands):
 def run_export(args):
     """Exports `--model-path` to `--export-dir`. Returns 0."""
     from keras_caps.export import check_export_support
+    from keras_caps.export.export_support import check_quantize
     from keras_caps.export import export_inference_model
     from keras_caps.inference import find_class_names
     from keras_caps.inference import load_model_file
@@ -59,6 +71,7 @@ def run_export(args):
     # What this backend and installation cannot write is refused before
     # the (slow) model load, with what to install or use instead.
     check_export_support(args.format, precision=args.precision)
+    check_quantize(args.quantize, args.format)
     _refuse_run_artifact(args.export_dir)
     # Checked before the (slow) model load as well as by the export.
     check_export_target(args.export_dir, overwrite=args.overwrite,
@@ -72,7 +85,8 @@ def run_export(args):
                            overwrite=args.overwrite,
                            model_path=args.model_path,
                            input_range=args.input_range,
-                           class_names=class_names, format=args.format)
+                           class_names=class_names, format=args.format,
+                           quantize=args.quantize)
     print(f"Exported the inference model to {args.export_dir}")
     return 0
 

@@ -10,9 +10,13 @@ import keras
 
 from keras_caps.validation import check_choice
 
-EXPORT_FORMATS = ("saved_model", "onnx")
+EXPORT_FORMATS = ("saved_model", "onnx", "litert", "openvino")
 """The formats of `export_inference_model` and `keras-caps export
---format`: a TensorFlow SavedModel folder, or an ONNX model."""
+--format`: a TensorFlow SavedModel folder, an ONNX model, a LiteRT
+(TensorFlow Lite) model, or an OpenVINO model."""
+
+FLOAT32_FORMATS = ("onnx", "litert", "openvino")
+"""The formats whose exporters take float32 models only."""
 
 # What Keras' ONNX exporter (`model.export(format="onnx")`, Keras 3.15)
 # converts the model with on each backend, beside `onnx` itself (which
@@ -36,8 +40,12 @@ def check_export_support(format="saved_model", backend=None, precision=None):
     to use instead. An ONNX model computes in float32 (Keras' ONNX
     exporter takes float32 models only): a 16-bit `precision` is refused.
 
+    A LiteRT model is converted by TensorFlow's converter on the
+    TensorFlow backend; an OpenVINO model needs the `openvino` package (and
+    TensorFlow on JAX, whose models Keras converts through it).
+
     Args:
-        format: `"saved_model"` or `"onnx"`.
+        format: `"saved_model"`, `"onnx"`, `"litert"` or `"openvino"`.
         backend: str or `None` (the current Keras backend).
         precision: The export's `precision` (see `export_inference_model`).
 
@@ -57,14 +65,47 @@ backends: set KERAS_BACKEND to one of them. Received: backend 'numpy'
     backend = keras.backend.backend() if backend is None else backend
     if format == "saved_model":
         _check_saved_model_support(backend)
-    else:
+    elif format == "onnx":
         _check_onnx_support(backend)
-        if precision not in (None, "float32"):
-            raise ValueError(
-                "The ONNX export computes in float32 (Keras' ONNX exporter "
-                "takes float32 models only): leave `precision` "
-                "(`--precision`) unset, or export a SavedModel for 16-bit "
-                f"convolutions. Received: precision={precision!r}")
+    elif format == "litert":
+        _check_litert_support(backend)
+    else:
+        _check_openvino_support(backend)
+    if format in FLOAT32_FORMATS and precision not in (None, "float32"):
+        raise ValueError(
+            f"The {_NAMES[format]} export computes in float32 (Keras' "
+            f"{_NAMES[format]} exporter takes float32 models only): leave "
+            "`precision` (`--precision`) unset, or export a SavedModel for "
+            f"16-bit convolutions. Received: precision={precision!r}")
+
+
+_NAMES = {"saved_model": "SavedModel", "onnx": "ONNX", "litert": "LiteRT",
+          "openvino": "OpenVINO"}
+
+
+def check_quantize(quantize, format):
+    """Raises a one-line `ValueError` unless `quantize` suits `format`.
+
+    `quantize="int8"` is a LiteRT export with 8-bit weights (see
+    `export_inference_model`); the other formats hold float32 graphs.
+
+    Example:
+
+    >>> check_quantize("int8", "onnx")
+    Traceback (most recent call last):
+    ...
+    ValueError: `quantize` (--quantize int8) makes a LiteRT model with \
+8-bit weights: export with format='litert' (--format litert). Received: \
+quantize='int8', format='onnx'
+    """
+    if quantize is None:
+        return
+    check_choice("quantize", quantize, ("int8",))
+    if format != "litert":
+        raise ValueError(
+            "`quantize` (--quantize int8) makes a LiteRT model with 8-bit "
+            "weights: export with format='litert' (--format litert). "
+            f"Received: quantize={quantize!r}, format={format!r}")
 
 
 def _check_saved_model_support(backend):
@@ -103,6 +144,35 @@ def _check_onnx_support(backend):
             f"{' and '.join(missing)}, not installed here: pip install "
             f"'keras-caps[{_ONNX_EXTRA[backend]}]' (or pip install "
             f"{' '.join(missing)}).")
+
+
+def _check_litert_support(backend):
+    if backend != "tensorflow":
+        raise ValueError(
+            "The LiteRT export converts with TensorFlow's converter, on the "
+            "TensorFlow backend: run it with KERAS_BACKEND=tensorflow (a "
+            ".keras file loads on any backend), or export with `--format "
+            f"onnx` or `openvino`. Received: backend {backend!r}")
+    if not _installed("tensorflow"):
+        raise ValueError(
+            "The LiteRT export needs TensorFlow's converter, which is not "
+            "installed: pip install 'keras-caps[litert]'.")
+
+
+def _check_openvino_support(backend):
+    if backend not in ("tensorflow", "jax", "torch"):
+        raise ValueError(
+            "The OpenVINO export runs on the TensorFlow, JAX and PyTorch "
+            "backends: set KERAS_BACKEND to one of them. Received: backend "
+            f"{backend!r}")
+    missing = [name for name in ("openvino",) + (
+        ("tensorflow",) if backend == "jax" else ())
+        if not _installed(name)]
+    if missing:
+        raise ValueError(
+            f"The OpenVINO export on the {backend} backend needs "
+            f"{' and '.join(missing)}, not installed here: pip install "
+            f"'keras-caps[openvino]' (or pip install {' '.join(missing)}).")
 
 
 def _installed(name):

@@ -5,7 +5,6 @@ runs without it (Keras converts with jax2onnx and `torch.onnx`; with
 tf2onnx on the TensorFlow backend).
 """
 
-import math
 import os
 import shutil
 import tempfile
@@ -15,23 +14,14 @@ import keras
 import numpy as np
 
 from keras_caps import model_roles as roles
+from keras_caps.export.serving_graph import output_shapes
+from keras_caps.export.serving_graph import serving_graph
+from keras_caps.inference.export_runners import ONNX_FILE
 from keras_caps.inference.model_rebuilding import as_functional
 from keras_caps.inference.model_rebuilding import rebuild_model
 
-ONNX_FILE = "model.onnx"
-"""The ONNX model inside an ONNX export folder."""
-
 BATCH = "batch"
 """The name of the dynamic batch dimension of the ONNX input and outputs."""
-
-
-def output_shapes(model):
-    """`{name: shape without the batch}` of the outputs of `model`, in the
-    order they are exported (a single output is named after its layer)."""
-    if isinstance(model.output, dict):
-        return {name: tuple(tensor.shape[1:])
-                for name, tensor in model.output.items()}
-    return {model.output_names[0]: tuple(model.output.shape[1:])}
 
 
 def check_onnx_convertible(model):
@@ -70,11 +60,8 @@ def write_onnx(model, folder, input_range):
     or an infinity: the SavedModel's `serve` signature, in ONNX.
     """
     shapes = output_shapes(model)
-    graph = _serving_graph(_normalization_as_rescaling(model), input_range,
-                           shapes)
-    image_shape = tuple(model.inputs[0].shape[1:])
-    graph(np.zeros((1, *image_shape), "float32"))  # Keras exports called
-    # models only.
+    graph = serving_graph(_normalization_as_rescaling(model), input_range,
+                          shapes)
     # The converter writes in a folder of its own (some write the weights
     # beside the graph); the export is one file, `model.onnx`.
     converted = tempfile.mkdtemp(prefix=".onnx-", dir=folder)
@@ -122,27 +109,6 @@ def _normalization_as_rescaling(model):
             "scale": (1.0 / deviation).astype("float32").tolist(),
             "offset": (-mean / deviation).astype("float32").tolist()}
     return rebuild_model(config, weights)
-
-
-def _serving_graph(model, input_range, shapes):
-    """A functional model around `model` with the serving contract: one
-    input named `image`, a list of float32 outputs in the order of
-    `shapes`, NaN rows for non-finite images."""
-    image_shape = tuple(model.inputs[0].shape[1:])
-    image = keras.Input(image_shape, dtype="float32", name=roles.IMAGE)
-    scaled = image * 255.0 if input_range == "unit" else image
-    outputs = model(scaled, training=False)
-    if not isinstance(outputs, dict):
-        outputs = {next(iter(shapes)): outputs}
-    # (batch,): whether every value of each image is finite.
-    finite = keras.ops.all(keras.ops.isfinite(keras.ops.reshape(
-        image, (-1, math.prod(image_shape)))), axis=1)
-    served = []
-    for name, shape in shapes.items():
-        keep = keras.ops.reshape(finite, (-1,) + (1,) * len(shape))
-        served.append(keras.ops.where(
-            keep, keras.ops.cast(outputs[name], "float32"), float("nan")))
-    return keras.Model(image, served, name=f"{model.name}_onnx")
 
 
 def _name_inputs_and_outputs(converted, path, shapes):

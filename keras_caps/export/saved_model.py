@@ -6,6 +6,7 @@ JAX or PyTorch runs without it.
 """
 
 import errno
+import functools
 import math
 import os
 import shutil
@@ -15,10 +16,14 @@ import time
 import keras
 
 from keras_caps import model_roles as roles
+from keras_caps.export.export_support import FLOAT32_FORMATS
 from keras_caps.export.export_support import check_export_support
+from keras_caps.export.export_support import check_quantize
+from keras_caps.export.litert_model import write_litert
 from keras_caps.export.onnx_model import check_onnx_convertible
-from keras_caps.export.onnx_model import output_shapes
 from keras_caps.export.onnx_model import write_onnx
+from keras_caps.export.openvino_model import write_openvino
+from keras_caps.export.serving_graph import output_shapes
 from keras_caps.inference import serving_model
 from keras_caps.inference.class_names import EXPORT_CLASS_NAMES_FILE
 from keras_caps.inference.class_names import check_class_names
@@ -35,7 +40,7 @@ INPUT_RANGES = ("pixels", "unit")
 def export_inference_model(model, path, reconstruction=False, precision=None,
                            overwrite=False, model_path=None,
                            input_range="pixels", class_names=None,
-                           format="saved_model"):
+                           format="saved_model", quantize=None):
     """Exports the inference graph of `model` as a SavedModel or in ONNX.
 
     What gets exported is `keras_caps.inference.serving_model(model,
@@ -130,9 +135,11 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     """
     check_choice("input_range", input_range, INPUT_RANGES)
     check_export_support(format, precision=precision)
+    check_quantize(quantize, format)
     if format == "onnx":
         check_onnx_convertible(model)
-        precision = "float32"  # Keras' ONNX exporter takes float32 only.
+    if format in FLOAT32_FORMATS:
+        precision = "float32"  # Their Keras exporters take float32 only.
     check_export_target(path, overwrite=overwrite, model_path=model_path)
     if class_names is not None:
         class_names = _check_export_class_names(model, class_names)
@@ -141,8 +148,12 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     record = {"keras_caps_version": __version__,
               "model_path": (None if model_path is None
                              else os.path.abspath(model_path)),
-              "input_range": input_range, "format": format}
-    write = write_onnx if format == "onnx" else _write_saved_model
+              "input_range": input_range, "format": format,
+              "outputs": list(output_shapes(model))}
+    if quantize is not None:
+        record["quantization"] = {"mode": quantize, "weights": "int8",
+                                  "activations": "float32"}
+    write = _writer(format, quantize)
     try:
         _stage_and_replace(model, os.path.abspath(path), input_range,
                            record, class_names, lambda: check_export_target(
@@ -153,9 +164,20 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     return model
 
 
+def _writer(format, quantize):
+    """`write(model, folder, input_range)` for `format`."""
+    if format == "onnx":
+        return write_onnx
+    if format == "openvino":
+        return write_openvino
+    if format == "litert":
+        return functools.partial(write_litert, quantize=quantize)
+    return _write_saved_model
+
+
 def _op_errors(format):
-    """The TensorFlow error a SavedModel write raises (none for ONNX)."""
-    if format != "saved_model":
+    """The TensorFlow error a SavedModel or LiteRT write raises."""
+    if format not in ("saved_model", "litert"):
         return ()
     import tensorflow as tf
 

@@ -1,5 +1,6 @@
-"""Class scores from a keras_caps export: a SavedModel (needs TensorFlow)
-or an ONNX model (needs ONNX Runtime)."""
+"""Class scores from a keras_caps export: a SavedModel (needs TensorFlow),
+an ONNX model (ONNX Runtime), a LiteRT model (the LiteRT interpreter) or an
+OpenVINO model (OpenVINO's runtime)."""
 
 import json
 import os
@@ -7,20 +8,21 @@ import os
 import numpy as np
 
 from keras_caps import model_roles as roles
+from keras_caps.inference import export_runners
 from keras_caps.inference.export_contents import MARKER as _MARKER
 from keras_caps.inference.export_contents import is_keras_caps_export
-
-# `keras_caps.export.onnx_model.ONNX_FILE`.
-_ONNX_FILE = "model.onnx"
 
 
 class ExportedClassifier:
     """An export written by `keras_caps.export.export_inference_model`.
 
     Loads a SavedModel export with `tf.saved_model.load` and calls its
-    `serve` signature (needs TensorFlow, whatever the Keras backend), or an
-    ONNX export (`"format": "onnx"` in its marker) with ONNX Runtime (no
-    TensorFlow), taking raw pixels in [0, 255] whatever input range the
+    `serve` signature (needs TensorFlow, whatever the Keras backend), an
+    ONNX export (`"format": "onnx"` in its marker) with ONNX Runtime, a
+    LiteRT export (`"litert"`) with the LiteRT interpreter, or an OpenVINO
+    export (`"openvino"`) with OpenVINO's CPU runtime (none of the three
+    needs TensorFlow; see `keras_caps.inference.export_runners`), taking
+    raw pixels in [0, 255] whatever input range the
     export was written for (the `input_range` of its
     `keras_caps_export.json`: `"unit"` exports get the pixels divided by
     255).
@@ -54,73 +56,31 @@ class ExportedClassifier:
         self.path = os.fspath(path)
         where = f"`{argument_name}` {self.path!r}"
         self._input_range = _input_range(self.path, where)
-        if _export_format(self.path) == "onnx":
-            self._load_onnx(where)
-            return
-        try:
-            # Reading a SavedModel is the one thing of keras_caps.inference
-            # that needs TensorFlow: imported here, only for an export, so
-            # the rest works without it (tests/api_test.py allows this file
-            # that one lazy import).
-            import tensorflow as tf
-        except ImportError:
+        record = _marker_record(self.path)
+        export_format = record.get("format", "saved_model")
+        if export_format == "saved_model":
+            self._loaded = _load_saved_model(self.path, where)
+        elif export_format == "onnx":
+            self._loaded = export_runners.load_onnx(self.path, where)
+        elif export_format == "litert":
+            self._loaded = export_runners.load_litert(
+                self.path, where, record.get("outputs") or [])
+        elif export_format == "openvino":
+            self._loaded = export_runners.load_openvino(self.path, where)
+        else:
             raise ValueError(
-                f"{where} is a SavedModel export, which needs TensorFlow "
-                "(pip install tensorflow); without it, use the model's "
-                ".keras file.") from None
-        self._tf = tf
-        try:
-            loaded = tf.saved_model.load(self.path)
-        except (OSError, ValueError, tf.errors.OpError) as error:
-            raise ValueError(f"Cannot load the SavedModel {where}: "
-                             f"{' '.join(str(error).split())[:300]}") from None
-        if "serve" not in loaded.signatures:
-            raise ValueError(
-                f"The SavedModel {where} has no `serve` signature; expected "
-                "an export of `keras-caps export`. Received signatures "
-                f"{sorted(loaded.signatures)}")
-        self._loaded = loaded  # Keeps the signature's variables alive.
-        self._serve = loaded.signatures["serve"]
-        spec = self._serve.structured_input_signature[1][roles.IMAGE]
-        self.image_shape = tuple(spec.shape[1:])
-        outputs = set(self._serve.structured_outputs)
+                f"{where} is an export in the format {export_format!r}, "
+                "which this version of keras_caps cannot run; expected one "
+                "of 'saved_model', 'onnx', 'litert', 'openvino'.")
+        self.image_shape = self._loaded.image_shape
+        shapes = self._loaded.output_shapes
         scores = [name for name in roles.CLASS_SCORE_LAYERS
-                  if name in outputs]
+                  if name in shapes]
         if len(scores) != 1:
             raise ValueError(
-                f"The SavedModel {where} serves no class scores: expected one "
+                f"The export {where} serves no class scores: expected one "
                 f"output named one of {list(roles.CLASS_SCORE_LAYERS)}. "
-                f"Received outputs {sorted(outputs)}")
-        self.score_name = scores[0]
-        self.num_classes = int(
-            self._serve.structured_outputs[self.score_name].shape[-1])
-        self.has_reconstruction = roles.RECONSTRUCTION in outputs
-
-    def _load_onnx(self, where):
-        """Loads `model.onnx` of an ONNX export with ONNX Runtime."""
-        try:
-            import onnxruntime
-        except ImportError:
-            raise ValueError(
-                f"{where} is an ONNX export, which needs ONNX Runtime "
-                "(pip install onnxruntime).") from None
-        try:
-            self._session = onnxruntime.InferenceSession(
-                os.path.join(self.path, _ONNX_FILE))
-        except Exception as error:  # ONNX Runtime's own error types.
-            raise ValueError(f"Cannot load the ONNX model of {where}: "
-                             f"{' '.join(str(error).split())[:300]}") from None
-        self._serve = None
-        self.image_shape = tuple(self._session.get_inputs()[0].shape[1:])
-        shapes = {output.name: output.shape
-                  for output in self._session.get_outputs()}
-        scores = [name for name in roles.CLASS_SCORE_LAYERS if name in shapes]
-        if len(scores) != 1:
-            raise ValueError(
-                f"The ONNX model of {where} serves no class scores: "
-                f"expected one output named one of "
-                f"{list(roles.CLASS_SCORE_LAYERS)}. Received outputs "
-                f"{sorted(shapes)}")
+                f"Received outputs {sorted(shapes)}")
         self.score_name = scores[0]
         self.num_classes = int(shapes[self.score_name][-1])
         self.has_reconstruction = roles.RECONSTRUCTION in shapes
@@ -131,19 +91,51 @@ class ExportedClassifier:
         images = np.asarray(images, dtype="float32")
         if self._input_range == "unit":
             images = images / 255.0
-        if self._serve is None:  # ONNX
-            names = [output.name for output in self._session.get_outputs()]
-            return dict(zip(names, self._session.run(
-                names, {roles.IMAGE: images}), strict=True))
-        outputs = self._serve(**{roles.IMAGE: self._tf.constant(images)})
+        return self._loaded.run(images)
+
+
+def _load_saved_model(path, where):
+    """The `serve` signature of a SavedModel export, as a `LoadedExport`."""
+    try:
+        # Reading a SavedModel is the one thing of keras_caps.inference
+        # that needs TensorFlow: imported here, only for an export, so
+        # the rest works without it (tests/api_test.py allows this file
+        # that one lazy import).
+        import tensorflow as tf
+    except ImportError:
+        raise ValueError(
+            f"{where} is a SavedModel export, which needs TensorFlow "
+            "(pip install tensorflow); without it, use the model's "
+            ".keras file.") from None
+    try:
+        loaded = tf.saved_model.load(path)
+    except (OSError, ValueError, tf.errors.OpError) as error:
+        raise ValueError(f"Cannot load the SavedModel {where}: "
+                         f"{' '.join(str(error).split())[:300]}") from None
+    if "serve" not in loaded.signatures:
+        raise ValueError(
+            f"The SavedModel {where} has no `serve` signature; expected "
+            "an export of `keras-caps export`. Received signatures "
+            f"{sorted(loaded.signatures)}")
+    serve = loaded.signatures["serve"]
+    spec = serve.structured_input_signature[1][roles.IMAGE]
+
+    def run(images):
+        # `loaded` stays alive with `run`: it holds the variables.
+        outputs = loaded.signatures["serve"](
+            **{roles.IMAGE: tf.constant(images)})
         return {name: np.asarray(value) for name, value in outputs.items()}
 
+    return export_runners.LoadedExport(
+        tuple(spec.shape[1:]),
+        {name: tuple(value.shape[1:])
+         for name, value in serve.structured_outputs.items()}, run)
 
-def _export_format(path):
-    """The marker's `format` (`"saved_model"` if it predates the field)."""
+
+def _marker_record(path):
+    """The marker's record (checked by `_input_range` first)."""
     with open(os.path.join(path, _MARKER), encoding="utf-8") as file:
-        record = json.load(file)
-    return record.get("format", "saved_model")
+        return json.load(file)
 
 
 def _input_range(path, where):

@@ -1,0 +1,76 @@
+"""LiteRT (TensorFlow Lite) export of the inference graph, through Keras'
+own exporter (`model.export(format="litert")`, TensorFlow's converter).
+
+The `.tflite` file's `serving_default` signature takes `image` and returns
+`output_0`, `output_1`, ... in the order the export's marker lists under
+`"outputs"` (LiteRT names a Keras model's outputs by position).
+"""
+
+import os
+import warnings
+
+from keras_caps.export.serving_graph import output_shapes
+from keras_caps.export.serving_graph import serving_graph
+from keras_caps.inference.export_runners import LITERT_FILE
+from keras_caps.inference.export_runners import litert_interpreter
+
+
+def write_litert(model, folder, input_range, quantize=None):
+    """Writes `model` (a serving model) to `folder/model.tflite`.
+
+    The graph is `serving_graph`'s: `image`, float32 `(batch, height,
+    width, channels)` with a dynamic batch, [0, 1] inputs scaled to pixels
+    for `input_range="unit"`, NaN outputs for non-finite images.
+
+    Args:
+        model: A serving model.
+        folder: str. An existing, empty folder.
+        input_range: `"pixels"` or `"unit"`.
+        quantize: `None` (float32) or `"int8"`: TensorFlow's converter
+            stores the weights of the convolutions, the dense layers and
+            the capsule layers' vote kernels in 8 bits with per-channel
+            scales (dynamic-range quantization); activations, the routing
+            and the squash stay float32.
+
+    Raises:
+        ValueError: the converted model does not have the expected input
+            and outputs.
+    """
+    import tensorflow as tf
+
+    shapes = output_shapes(model)
+    graph = serving_graph(model, input_range, shapes)
+    options = {}
+    if quantize == "int8":
+        options["optimizations"] = [tf.lite.Optimize.DEFAULT]
+    path = os.path.join(folder, LITERT_FILE)
+    with warnings.catch_warnings():
+        # The converter's deprecation notices say nothing about the model,
+        # which is checked below.
+        warnings.simplefilter("ignore")
+        graph.export(path, format="litert", verbose=False, **options)
+    _check_signature(path, tuple(model.inputs[0].shape[1:]), shapes)
+
+
+def _check_signature(path, image_shape, shapes):
+    """Checks the converted file: one `image` input with a dynamic batch,
+    and the outputs of `shapes`, in order."""
+    interpreter = litert_interpreter(path)
+    signature = interpreter.get_signature_runner()
+    inputs = signature.get_input_details()
+    outputs = signature.get_output_details()
+    received_inputs = {name: tuple(int(size) for size in
+                                   detail["shape_signature"])
+                       for name, detail in inputs.items()}
+    if received_inputs != {"image": (-1, *image_shape)}:
+        raise ValueError(
+            f"The LiteRT converter wrote the inputs {received_inputs}; "
+            f"expected {{'image': {(-1, *image_shape)}}}.")
+    expected = {f"output_{index}": (-1, *shape)
+                for index, shape in enumerate(shapes.values())}
+    received = {name: tuple(int(size) for size in detail["shape_signature"])
+                for name, detail in outputs.items()}
+    if received != expected:
+        raise ValueError(
+            f"The LiteRT converter wrote the outputs {received}; expected "
+            f"{expected} ({list(shapes)}).")

@@ -1,0 +1,222 @@
+"""LiteRT and OpenVINO exports, each run in its own runtime (the LiteRT
+interpreter, OpenVINO's CPU runtime) against the Keras model's outputs.
+
+The serving contract is the other formats': one `image` input with a
+dynamic batch, the outputs named after the model's (`length`,
+`reconstruction`, ...), NaN for images holding a NaN, class names and the
+input range in the export. An int8 LiteRT export stores 8-bit weights and
+stays within a stated tolerance of the float model.
+"""
+
+import contextlib
+import io
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+from PIL import Image
+
+from keras_caps.applications import MODELS
+from keras_caps.applications import EfficientCapsNet
+from keras_caps.applications import inference_model
+from keras_caps.cli import main
+from keras_caps.export import check_export_support
+from keras_caps.export import export_inference_model
+from keras_caps.export import export_support
+from keras_caps.inference import ExportedClassifier
+from tests.training import recipe_datasets
+
+pytest.importorskip("openvino")
+pytestmark = pytest.mark.single_backend
+if keras.backend.backend() != "tensorflow":
+    pytest.skip("LiteRT converts on the TensorFlow backend (the OpenVINO "
+                "export on JAX and PyTorch is checked by the ONNX-like "
+                "contract there)", allow_module_level=True)
+
+_SHAPE = (16, 16, 1)
+_FORMATS = ("litert", "openvino")
+# The reconstruction and the capsule lengths of a float32 graph in another
+# runtime: float32 rounding of a different operation order.
+_FLOAT_TOLERANCE = 1e-5
+# Served as another registered model (its export is that model's).
+_SERVED_AS_ANOTHER = {"sabour_cnn", "cnn_vectors"}
+
+
+def _images(shape=_SHAPE, count=7):
+    """Raw-pixel images, the fourth holding a NaN."""
+    images = np.random.default_rng(0).uniform(
+        0, 255, (count, *shape)).astype("float32")
+    images[3, 2, 2, 0] = np.nan
+    return images
+
+
+def _keras_outputs(model, images, reconstruction):
+    """The Keras inference model's outputs by name, as the exports serve
+    them (a single output is named after its layer)."""
+    served = inference_model(model, reconstruction=reconstruction)
+    outputs = served(images)
+    if not isinstance(outputs, dict):
+        outputs = {served.output_names[0]: outputs}
+    return {name: keras.ops.convert_to_numpy(value)
+            for name, value in outputs.items()}
+
+
+def _check_served(outputs, expected, atol):
+    assert sorted(outputs) == sorted(expected)
+    for name, value in outputs.items():
+        assert value.dtype == np.float32
+        assert value.shape == expected[name].shape
+        finite = [index for index in range(len(value)) if index != 3]
+        np.testing.assert_allclose(value[finite], expected[name][finite],
+                                   atol=atol, err_msg=name)
+        assert np.isnan(value[3]).all()
+
+
+@pytest.mark.parametrize("export_format", _FORMATS)
+def test_export_command_serves_the_keras_outputs(tmp_path, export_format):
+    keras.utils.set_random_seed(1)
+    model = EfficientCapsNet("mnist", input_shape=_SHAPE)
+    model_path = str(tmp_path / "model.keras")
+    model.save(model_path)
+    names = [f"digit {index}" for index in range(10)]
+    (tmp_path / "class_names.json").write_text(json.dumps(names))
+    folder = str(tmp_path / "export")
+    assert main(["export", "--model-path", model_path, "--export-dir",
+                 folder, "--format", export_format, "--reconstruction",
+                 "--input-range", "unit"]) == 0
+    files = {"litert": ["model.tflite"],
+             "openvino": ["model.bin", "model.xml"]}[export_format]
+    assert sorted(os.listdir(folder)) == sorted(
+        ["assets.extra", "keras_caps_export.json", *files])
+    with open(os.path.join(folder, "keras_caps_export.json")) as file:
+        marker = json.load(file)
+    assert (marker["format"], marker["input_range"], marker["outputs"]) == (
+        export_format, "unit", ["length", "reconstruction"])
+    classifier = ExportedClassifier(folder)
+    assert (classifier.image_shape, classifier.score_name,
+            classifier.num_classes, classifier.has_reconstruction) == (
+        _SHAPE, "length", 10, True)
+    expected = _keras_outputs(model, _images(), True)
+    _check_served(classifier(_images()), expected, _FLOAT_TOLERANCE)
+    for count in (0, 1):  # Batches the runtimes take or are answered for.
+        assert classifier(_images()[:count])["length"].shape == (count, 10)
+    # `keras-caps predict` reads the export, with its class names.
+    image_path = str(tmp_path / "digit.png")
+    Image.fromarray(_images()[0, ..., 0].astype("uint8")).save(image_path)
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main(["predict", folder, image_path, "--json"]) == 0
+    (prediction,) = json.loads(stdout.getvalue())
+    # The PNG holds the image rounded to whole pixels.
+    rounded = np.floor(_images()[:1])
+    scores = _keras_outputs(model, rounded, False)["length"][0]
+    np.testing.assert_allclose(prediction["scores"], scores, atol=1e-5)
+    best = int(np.argmax(scores))
+    assert prediction["top_k"][0]["class"] == f"digit {best}"
+
+
+def test_every_application_exports_to_litert_and_openvino(tmp_path):
+    # Each registered model at its dataset's shape, both formats, against
+    # its Keras inference model on three images (one holding a NaN).
+    for name, entry in sorted(MODELS.items()):
+        if name in _SERVED_AS_ANOTHER:
+            continue
+        recipe = entry.family
+        model = recipe.builder(recipe_datasets.dataset_for(recipe))
+        shape = tuple(model.inputs[0].shape[1:])
+        images = _images(shape, count=4)
+        reconstruction = recipe.has_decoder
+        layers = {layer.name for layer in model.layers}
+        expected = (_keras_outputs(model, images, reconstruction)
+                    if "label" in layers or "mask" in layers
+                    else {model.output_names[0]: keras.ops.convert_to_numpy(
+                        model(images))})
+        for export_format in _FORMATS:
+            folder = str(tmp_path / f"{name}_{export_format}")
+            export_inference_model(model, folder,
+                                   reconstruction=reconstruction,
+                                   format=export_format)
+            outputs = ExportedClassifier(folder)(images)
+            try:
+                _check_served(outputs, expected, 1e-4)
+            except AssertionError as error:
+                raise AssertionError(f"{name}, {export_format}") from error
+
+
+def test_int8_litert_stores_8_bit_weights_close_to_the_float_model(
+        tmp_path):
+    keras.utils.set_random_seed(2)
+    model = EfficientCapsNet("mnist", input_shape=_SHAPE,
+                             reconstruction=False)
+    model_path = str(tmp_path / "model.keras")
+    model.save(model_path)
+    folders = {}
+    for quantize in (None, "int8"):
+        folder = str(tmp_path / f"export_{quantize}")
+        extra = [] if quantize is None else ["--quantize", quantize]
+        assert main(["export", "--model-path", model_path, "--export-dir",
+                     folder, "--format", "litert", *extra]) == 0
+        folders[quantize] = folder
+    with open(os.path.join(folders["int8"], "keras_caps_export.json")) as f:
+        assert json.load(f)["quantization"] == {
+            "mode": "int8", "weights": "int8", "activations": "float32"}
+    sizes = {quantize: os.path.getsize(os.path.join(folder, "model.tflite"))
+             for quantize, folder in folders.items()}
+    # The convolutions' and the capsule votes' weights: 4 bytes -> 1.
+    assert sizes["int8"] < 0.5 * sizes[None]
+    expected = _keras_outputs(model, _images(), False)
+    quantized = ExportedClassifier(folders["int8"])(_images())
+    # 8-bit weights move the capsule lengths (in [0, 1]) by at most a few
+    # thousandths on random images.
+    _check_served(quantized, expected, 2e-2)
+    finite = [0, 1, 2, 4, 5, 6]
+    assert np.abs(quantized["length"][finite]
+                  - expected["length"][finite]).max() > 1e-6
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--format", "onnx", "--quantize", "int8"],
+     r"`quantize` \(--quantize int8\) makes a LiteRT model.*"
+     r"format='onnx'"),
+    (["--format", "litert", "--precision", "mixed_float16"],
+     "LiteRT export computes in float32"),
+    (["--format", "openvino", "--precision", "mixed_bfloat16"],
+     "OpenVINO export computes in float32"),
+    (["--format", "tflite"], "invalid choice: 'tflite'"),
+])
+def test_refused_exports_write_nothing(tmp_path, arguments, message):
+    model_path = str(tmp_path / "model.keras")
+    EfficientCapsNet("mnist", input_shape=_SHAPE,
+                     reconstruction=False).save(model_path)
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), pytest.raises(
+            SystemExit) if "choice" in message else contextlib.nullcontext():
+        code = main(["export", "--model-path", model_path, "--export-dir",
+                     str(tmp_path / "export"), *arguments])
+        assert code == 2
+    assert len(stderr.getvalue().strip().splitlines()) <= 3
+    assert np.any([line for line in stderr.getvalue().splitlines()
+                   if __import__("re").search(message, line)])
+    assert sorted(os.listdir(tmp_path)) == ["model.keras"]
+
+
+@pytest.mark.parametrize("export_format, backend, missing, expected", [
+    ("litert", "jax", (), "converts with TensorFlow's converter, on the "
+     "TensorFlow backend.*KERAS_BACKEND=tensorflow.*backend 'jax'"),
+    ("litert", "torch", (), "KERAS_BACKEND=tensorflow.*backend 'torch'"),
+    ("litert", "tensorflow", ("tensorflow",),
+     r"pip install 'keras-caps\[litert\]'"),
+    ("openvino", "torch", ("openvino",), r"on the torch backend needs "
+     r"openvino, not installed here: pip install 'keras-caps\[openvino\]'"),
+    ("openvino", "jax", ("tensorflow",), "jax backend needs tensorflow"),
+    ("openvino", "numpy", (), "TensorFlow, JAX and PyTorch backends"),
+])
+def test_check_export_support_names_what_to_install(
+        monkeypatch, export_format, backend, missing, expected):
+    monkeypatch.setattr(export_support, "_installed",
+                        lambda name: name not in missing)
+    with pytest.raises(ValueError, match=expected) as raised:
+        check_export_support(export_format, backend=backend)
+    assert "\n" not in str(raised.value)
