@@ -12,8 +12,8 @@ def add_export_command(commands):
 
     export = commands.add_parser(
         "export", help="Export a saved .keras model as a SavedModel (or an "
-        "ONNX, LiteRT or OpenVINO model) that serves raw images (with the class names kept beside the model, "
-        "class_names.json, if any).")
+        "ONNX, LiteRT or OpenVINO model) that serves raw images (with the "
+        "class names kept beside the model, class_names.json, if any).")
     export.add_argument("--model-path", required=True)
     export.add_argument("--export-dir", required=True)
     export.add_argument("--reconstruction", action="store_true",
@@ -59,8 +59,8 @@ def add_export_command(commands):
 def run_export(args):
     """Exports `--model-path` to `--export-dir`. Returns 0."""
     from keras_caps.export import check_export_support
-    from keras_caps.export.export_support import check_quantize
     from keras_caps.export import export_inference_model
+    from keras_caps.export.export_support import check_quantize
     from keras_caps.inference import find_class_names
     from keras_caps.inference import load_model_file
     from keras_caps.runs import check_export_target

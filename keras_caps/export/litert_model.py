@@ -9,6 +9,8 @@ The `.tflite` file's `serving_default` signature takes `image` and returns
 import os
 import warnings
 
+import numpy as np
+
 from keras_caps.export.serving_graph import output_shapes
 from keras_caps.export.serving_graph import serving_graph
 from keras_caps.inference.export_runners import LITERT_FILE
@@ -53,9 +55,11 @@ def write_litert(model, folder, input_range, quantize=None):
 
 
 def _check_signature(path, image_shape, shapes):
-    """Checks the converted file: one `image` input with a dynamic batch,
-    and the outputs of `shapes`, in order."""
+    """Checks the converted file: LiteRT's own kernels run it, with one
+    `image` input with a dynamic batch and the outputs of `shapes`, in
+    order."""
     interpreter = litert_interpreter(path)
+    _check_builtin_kernels(interpreter, image_shape)
     signature = interpreter.get_signature_runner()
     inputs = signature.get_input_details()
     outputs = signature.get_output_details()
@@ -74,3 +78,26 @@ def _check_signature(path, image_shape, shapes):
         raise ValueError(
             f"The LiteRT converter wrote the outputs {received}; expected "
             f"{expected} ({list(shapes)}).")
+
+
+def _check_builtin_kernels(interpreter, image_shape):
+    """Refuses a model LiteRT's built-in kernels cannot run: one that needs
+    TensorFlow ops (the Flex delegate, which phones and microcontrollers
+    lack) or tensors of more than 5 dimensions (matrix capsules' votes)."""
+    tensorflow_ops = sorted({detail["op_name"] for detail in
+                             interpreter._get_ops_details()
+                             if detail["op_name"].startswith("Flex")})
+    problem = (f"it needs TensorFlow ops {tensorflow_ops}"
+               if tensorflow_ops else None)
+    if problem is None:
+        try:
+            interpreter.get_signature_runner()(
+                image=np.zeros((1, *image_shape), "float32"))
+        except RuntimeError as error:
+            problem = " ".join(str(error).split())[:200]
+    if problem is not None:
+        raise ValueError(
+            "LiteRT's built-in kernels cannot run this model "
+            f"({problem}; matrix capsules route 6-dimensional tensors, "
+            "beyond LiteRT's 5): export it with `--format onnx` or "
+            "`openvino` instead.")
