@@ -5,8 +5,9 @@
     keras-caps predict runs/cats/model.keras photos/ \
         --reconstruction reconstructions.png
 
-MODEL is a `.keras` file or a SavedModel export folder written by
-`keras-caps export` (which needs TensorFlow). Images are read as in
+MODEL is a `.keras` file or an export folder written by `keras-caps
+export`: a SavedModel (which needs TensorFlow), an ONNX, a LiteRT or an
+OpenVINO model (each run in its own runtime). Images are read as in
 training on a folder of images (`keras_caps.inference.image_files`):
 converted to the model's channels and resized to its input size with
 PIL's bilinear filter. Class names come from `--class-names` (a JSON list

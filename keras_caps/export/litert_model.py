@@ -59,6 +59,10 @@ def _check_signature(path, image_shape, shapes):
     `image` input with a dynamic batch and the outputs of `shapes`, in
     order."""
     interpreter = litert_interpreter(path)
+    if interpreter is None:  # No ai-edge-litert: TensorFlow's own.
+        import tensorflow as tf
+
+        interpreter = tf.lite.Interpreter(model_path=path)
     _check_builtin_kernels(interpreter, image_shape)
     signature = interpreter.get_signature_runner()
     inputs = signature.get_input_details()

@@ -70,16 +70,12 @@ def load_onnx(path, where):
 
 
 def litert_interpreter(path):
-    """A LiteRT interpreter of the file `path`: `ai_edge_litert`'s, else
-    TensorFlow's `tf.lite.Interpreter`; `None` if neither is installed."""
+    """The LiteRT interpreter (`ai_edge_litert`) of the file `path`;
+    `None` if `ai-edge-litert` is not installed."""
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
-        try:
-            import tensorflow as tf
-        except ImportError:
-            return None
-        Interpreter = tf.lite.Interpreter  # noqa: N806 (a class)
+        return None
     return Interpreter(model_path=path)
 
 
@@ -93,7 +89,7 @@ def load_litert(path, where, output_names):
     if interpreter is None:
         raise ValueError(
             f"{where} is a LiteRT export, which needs the LiteRT "
-            "interpreter (pip install ai-edge-litert, or TensorFlow).")
+            "interpreter: pip install ai-edge-litert.")
     runner = interpreter.get_signature_runner()
     details = runner.get_output_details()
     positional = [f"output_{index}" for index in range(len(output_names))]
