@@ -12,6 +12,8 @@ images against the models' input contract (raw pixels in [0, 255]).
 export (`ExportedClassifier`: a SavedModel needs TensorFlow, an ONNX
 export ONNX Runtime), printing
 the class names kept with the model (`find_class_names`).
+`quantize_int8` stores the weights in int8, the capsule layers' vote
+kernels included.
 """
 
 from keras_caps.inference.batch_norm_folding import fold_batch_normalization
@@ -23,6 +25,7 @@ from keras_caps.inference.exported_classifier import ExportedClassifier
 from keras_caps.inference.image_prediction import find_image_paths
 from keras_caps.inference.image_prediction import predict_images
 from keras_caps.inference.inference_model import inference_model
+from keras_caps.inference.int8_quantization import quantize_int8
 from keras_caps.inference.model_file_loading import load_model_file
 from keras_caps.inference.pixel_range import check_pixel_range
 from keras_caps.inference.serving_model import SERVING_PRECISIONS

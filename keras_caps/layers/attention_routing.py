@@ -196,6 +196,11 @@ class AttentionRouting(Router):
         squashed weighted sums of votes), else `None`."""
         return self.squash if self.value_form == "votes" else None
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # Votes (i, d, j, z) or shared values (d, z): d is contracted.
+        return {"kernel": (1,) if self.value_form == "votes" else (0,)}
+
     def build_router(self, input_shape):
         children_shape, activations_shape = self._split_shapes(input_shape)
         self._check_shapes(children_shape, activations_shape)
@@ -247,7 +252,7 @@ class AttentionRouting(Router):
 
     def _votes(self, children):
         """What each child proposes to each parent, `(b, i, j, z)`."""
-        kernel = ops.cast(self.kernel, children.dtype)
+        kernel = ops.cast(self.kernel_value("kernel"), children.dtype)
         if self.value_form == "votes":
             return ops.transpose(capsule_ops.capsule_votes(children, kernel),
                                  (0, 2, 1, 3))
@@ -363,7 +368,8 @@ class AttentionRouting(Router):
 
     def _shared_values(self, children):
         """The shared values `W_v u_i`, per head: `(b, h, i, e)`."""
-        values = ops.matmul(children, ops.cast(self.kernel, children.dtype))
+        values = ops.matmul(children, ops.cast(self.kernel_value("kernel"),
+                                               children.dtype))
         values = ops.reshape(values, (-1, self._num_inputs, self.num_heads,
                                       self._head_dim))
         return ops.transpose(values, (0, 2, 1, 3))
@@ -392,7 +398,8 @@ class AttentionRouting(Router):
         scaled = ops.reshape(weights * children,
                              (self.num_capsules, -1, num_inputs * input_dim))
         # (i, a, j, z) -> (j, i a, z)
-        kernel = ops.reshape(ops.cast(self.kernel, children.dtype), (
+        kernel = ops.reshape(ops.cast(self.kernel_value("kernel"),
+                                     children.dtype), (
             num_inputs * input_dim, self.num_capsules, self.capsule_dim))
         kernel = ops.transpose(kernel, (1, 0, 2))
         weighted = ops.matmul(scaled, kernel)  # (j, b, z)
@@ -420,7 +427,8 @@ class AttentionRouting(Router):
         transpose, 1.1-1.5x.
         """
         heads = self.num_heads
-        votes = capsule_ops.capsule_votes(children, self.kernel)
+        votes = capsule_ops.capsule_votes(children,
+                                          self.kernel_value("kernel"))
         # (b, j, h, i) @ (b, j, i, z) -> (b, j, h, z)
         weighted = ops.matmul(couplings, votes)
         weighted = ops.reshape(weighted, (

@@ -179,6 +179,11 @@ class ConvMatrixCaps(Router):
 
     # --- Building --------------------------------------------------------
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # (kh, kw, t, m, k, j): each pose row's k is contracted.
+        return {"kernel": (4,)}
+
     def build_router(self, input_shape):
         input_shape = self._check_input_shape(input_shape)
         _, height, width, num_types, _ = input_shape
@@ -295,7 +300,7 @@ class ConvMatrixCaps(Router):
             poses, (-1, size, POSE_SIDE, POSE_SIDE)), (1, 0, 2, 3)),
             (size, -1, POSE_SIDE))
         kernel = capsule_ops.at_least_float32(
-            ops.cast(self.kernel, poses.dtype))
+            ops.cast(self.kernel_value("kernel"), poses.dtype))
         # (n, 4, c * 4): [k, (c, t)] = W[n, c][k, t]
         kernel = ops.reshape(ops.transpose(ops.reshape(
             kernel, (size, types, POSE_SIDE, POSE_SIDE)), (0, 2, 1, 3)),

@@ -132,6 +132,12 @@ class ConvSelfRouting(Router):
             route=(route_regularizer, route_constraint),
             bias=(bias_regularizer, bias_constraint))
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # (*children, d, j, z): the children's d is contracted.
+        return {"pose_kernel": (len(self.kernel_value("pose_kernel").shape)
+                                - 3,)}
+
     def build_router(self, input_shape):
         self._check_input_shape(input_shape)
         input_shape = tuple(input_shape)

@@ -147,6 +147,11 @@ class DynamicRouting(Router):
             bias=(bias_regularizer, bias_constraint))
         self.input_spec = keras.InputSpec(ndim=3)
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # (i, d, j, z): votes contract the children's d.
+        return {"kernel": (1,)}
+
     def build_router(self, input_shape):
         self._check_input_shape(input_shape)
         num_inputs, input_dim = input_shape[-2], input_shape[-1]
@@ -178,7 +183,8 @@ class DynamicRouting(Router):
         # The votes are computed once, in the (b, j, i, z) layout where both
         # routing contractions are batched matrix products over (b, j) that
         # read the votes in place: no transposed copy per iteration.
-        live_votes = capsule_ops.capsule_votes(inputs, self.kernel)
+        live_votes = capsule_ops.capsule_votes(
+            inputs, self.kernel_value("kernel"))
         # The agreement reads float32 votes (a float32 copy only under
         # mixed precision): logits and softmax stay float32.
         live_wide_votes = capsule_ops.at_least_float32(live_votes)
@@ -263,7 +269,7 @@ class DynamicRouting(Router):
                 f"input_shape={input_shape}")
         if not self.built:
             return
-        expected = tuple(self.kernel.shape[:2])
+        expected = tuple(self.kernel_value("kernel").shape[:2])
         for received, built in zip(input_shape[1:], expected):
             if received is not None and received != built:
                 raise ValueError(

@@ -187,6 +187,12 @@ class EMRouting(Router):
 
     # --- Building --------------------------------------------------------
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # Vector children (n, d, m, p) contract d; pose matrices
+        # (n or t, m, k, j) contract the pose's k.
+        return {"kernel": (1,) if self.input_kind == "vector" else (2,)}
+
     def build_router(self, input_shape):
         input_shape = self._check_input_shape(input_shape)
         if self.input_kind == "vector":
@@ -240,7 +246,7 @@ class EMRouting(Router):
     def _votes_and_activations(self, inputs):
         """Float32 votes `(b, N, M, P)` and activations `(b, N)`."""
         inputs = ops.cast(inputs, "float32")
-        kernel = ops.cast(self.kernel, "float32")
+        kernel = ops.cast(self.kernel_value("kernel"), "float32")
         if self.input_kind == "vector":
             # A vector capsule's pose is its direction, its activation its
             # length: (b, N, 1)

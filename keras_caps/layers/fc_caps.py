@@ -106,6 +106,11 @@ class FCCaps(Router):
     keys_since_contract = ("temperature", "couplings_layout")
     vote_squash = "efficient"  # Mazzia et al. 2021.
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # (j, i, d, z): votes contract the children's d.
+        return {"kernel": (2,)}
+
     def build_router(self, input_shape):
         self.compute_output_shape(input_shape)  # Checks the rank.
         num_inputs, input_dim = input_shape[-2], input_shape[-1]
@@ -137,7 +142,8 @@ class FCCaps(Router):
     def compute_routing(self, inputs, keep_passes=False):
         # b: batch, i: input capsules, j: output capsules,
         # d: input capsule dim, z: output capsule dim
-        votes = ops.einsum("bid,jidz->bjiz", inputs, self.kernel)
+        votes = ops.einsum("bid,jidz->bjiz", inputs,
+                           self.kernel_value("kernel"))
         # The agreement, a sum of products of votes, overflows float16 for
         # large inputs: the vote total, the agreement and its softmax are
         # float32.

@@ -145,6 +145,12 @@ class InvertedAttentionRouting(Router):
 
     keys_since_contract = ("temperature", "couplings_layout")
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # (..., d, j, z) or, for pose matrices, (..., k, t, j): the third
+        # axis from the end is contracted.
+        return {"kernel": (len(self.kernel_value("kernel").shape) - 3,)}
+
     def build_router(self, input_shape):
         self._check_input_shape(input_shape)
         input_shape = tuple(input_shape)
@@ -181,14 +187,15 @@ class InvertedAttentionRouting(Router):
                        self.capsule_dim)
         if self.dropout > 0.0:
             self.dropout_layer = keras.layers.Dropout(
-                self.dropout, dtype=self.dtype_policy, name="dropout")
+                self.dropout, dtype=self.float_dtype_policy(),
+                name="dropout")
             self.dropout_layer.build(state_shape)
         else:
             self.dropout_layer = None
         if self.capsule_dim > 1:
             self.layer_norm = keras.layers.LayerNormalization(
-                axis=-1, epsilon=self.epsilon, dtype=self.dtype_policy,
-                name="layer_norm")
+                axis=-1, epsilon=self.epsilon,
+                dtype=self.float_dtype_policy(), name="layer_norm")
             self.layer_norm.build(state_shape)
         else:
             self.layer_norm = None
@@ -347,7 +354,7 @@ class InvertedAttentionRouting(Router):
         convolutional capsules.
         """
         num_positions, num_children = self._num_positions, self._num_children
-        kernel = ops.cast(self.kernel, children.dtype)
+        kernel = ops.cast(self.kernel_value("kernel"), children.dtype)
         if not over_children:
             votes = self._every_vote(children, kernel)
         elif self.pose == "matrix":

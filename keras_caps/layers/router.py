@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.int8_kernels import Int8Kernels
 from keras_caps.ops import capsule_ops
 from keras_caps.ops import sparse_couplings
 from keras_caps.validation import check_choice
@@ -27,7 +28,7 @@ _NOT_LOADED = ("keras_caps 0.2.0 does not load such files: build the model "
 
 
 @keras_caps_export("keras_caps.layers.Router")
-class Router(keras.layers.Layer):
+class Router(Int8Kernels, keras.layers.Layer):
     """Base class of routing layers: the temperature, couplings and trace.
 
     A router maps child capsules to parent capsules through couplings, a
@@ -175,6 +176,8 @@ class Router(keras.layers.Layer):
             initializer=keras.initializers.Constant(
                 self._initial_temperature),
             dtype="float32", trainable=False, autocast=False)
+        if self.quantization_mode == "int8":  # A quantized `.keras` file.
+            self.build_int8_kernels()
 
     def build_router(self, input_shape):
         """Creates the router's weights (everything but the temperature)."""

@@ -141,6 +141,12 @@ class SelfRouting(Router):
             route=(route_regularizer, route_constraint),
             bias=(bias_regularizer, bias_constraint))
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # (*children, d, j, z): the children's d is contracted.
+        return {"pose_kernel": (len(self.kernel_value("pose_kernel").shape)
+                                - 3,)}
+
     def build_router(self, input_shape):
         self._check_input_shape(input_shape)
         input_shape = tuple(input_shape)
@@ -331,7 +337,8 @@ def self_route(layer, poses, activations, keep_votes):
     """
     num_children = poses.shape[2]
     pose_dim = poses.shape[-1]
-    pose_kernel = ops.reshape(ops.cast(layer.pose_kernel, poses.dtype), (
+    pose_kernel = ops.reshape(ops.cast(
+        layer.kernel_value("pose_kernel"), poses.dtype), (
         num_children, pose_dim, layer.num_capsules, layer.capsule_dim))
     route_kernel = ops.reshape(layer.route_kernel, (
         num_children, pose_dim, layer.num_capsules))

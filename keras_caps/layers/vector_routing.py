@@ -130,6 +130,11 @@ class VectorRouting(Router):
 
     keys_since_contract = ("temperature", "couplings_layout")
 
+    def int8_kernel_axes(self):
+        """The vote kernel, for `quantize("int8")` (see `Int8Kernels`)."""
+        # (j, d): one scale per parent.
+        return {"vote_scale": (1,)}
+
     def build_router(self, input_shape):
         input_dim = self._check_input_shape(input_shape)
         num_rows = self.num_inputs or 1
@@ -230,7 +235,8 @@ class VectorRouting(Router):
         votes = None
         if not self.memory_efficient:
             # (b, i, j, h): Algorithm 1's vote tensor, built once.
-            votes = ops.einsum("bid,jd->bijd", scaled_inputs, self.vote_scale)
+            votes = ops.einsum("bid,jd->bijd", scaled_inputs,
+                               self.kernel_value("vote_scale"))
             votes = ops.matmul(votes, self.vote_kernel) + self.vote_bias
         outputs = None
         shares_passes, similarity_passes, output_passes = [], [], []
@@ -315,7 +321,7 @@ class VectorRouting(Router):
             return ops.einsum("bij,bijh->bjh", credit, votes)
         # (b, j, d): contract over the inputs first.
         summed = ops.einsum("bij,bid->bjd", credit, scaled_inputs)
-        outputs = ops.matmul(summed * self.vote_scale,
+        outputs = ops.matmul(summed * self.kernel_value("vote_scale"),
                              self.vote_kernel)  # (b, j, h)
         total_credit = ops.sum(credit, axis=1)  # (b, j)
         return outputs + total_credit[..., None] * self.vote_bias
