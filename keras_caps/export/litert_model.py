@@ -34,9 +34,14 @@ def write_litert(model, folder, input_range, quantize=None):
             scales (dynamic-range quantization); activations, the routing
             and the squash stay float32.
 
+    Returns:
+        `None`, or with `quantize="int8"` the marker's `"quantization"`
+        record: the mode, float32 activations, and the names of the weight
+        tensors stored in 8 bits.
+
     Raises:
         ValueError: the converted model does not have the expected input
-            and outputs.
+            and outputs, or LiteRT's built-in kernels cannot run it.
     """
     import tensorflow as tf
 
@@ -51,7 +56,17 @@ def write_litert(model, folder, input_range, quantize=None):
         # which is checked below.
         warnings.simplefilter("ignore")
         graph.export(path, format="litert", verbose=False, **options)
-    _check_signature(path, tuple(model.inputs[0].shape[1:]), shapes)
+    interpreter = _check_signature(path, tuple(model.inputs[0].shape[1:]),
+                                   shapes)
+    if quantize is None:
+        return None
+    return {"quantization": {
+        "mode": quantize, "activations": "float32",
+        # The weight tensors stored in 8 bits, by the converter's names
+        # (they name the Keras layers they come from).
+        "int8_weights": sorted(
+            detail["name"] for detail in interpreter.get_tensor_details()
+            if detail["dtype"] == np.int8)}}
 
 
 def _check_signature(path, image_shape, shapes):
@@ -82,6 +97,7 @@ def _check_signature(path, image_shape, shapes):
         raise ValueError(
             f"The LiteRT converter wrote the outputs {received}; expected "
             f"{expected} ({list(shapes)}).")
+    return interpreter
 
 
 def _check_builtin_kernels(interpreter, image_shape):

@@ -150,9 +150,6 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
                              else os.path.abspath(model_path)),
               "input_range": input_range, "format": format,
               "outputs": list(output_shapes(model))}
-    if quantize is not None:
-        record["quantization"] = {"mode": quantize, "weights": "int8",
-                                  "activations": "float32"}
     write = _writer(format, quantize)
     try:
         _stage_and_replace(model, os.path.abspath(path), input_range,
@@ -196,7 +193,9 @@ def _stage_and_replace(model, path, input_range, record, class_names,
     try:
         written = os.path.join(staging, "model")
         os.makedirs(written, exist_ok=True)  # The SavedModel writer's too.
-        write(model, written, input_range)
+        # A writer may return what it learned for the marker (a LiteRT
+        # export's 8-bit weights).
+        record = {**record, **(write(model, written, input_range) or {})}
         if class_names is not None:  # Before the marker, which lists it.
             write_class_names(
                 os.path.join(written, EXPORT_CLASS_NAMES_FILE), class_names)

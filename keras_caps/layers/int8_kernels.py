@@ -112,7 +112,7 @@ def int8_per_channel(kernel, axes):
     Example:
 
     >>> q, s = int8_per_channel(np.array([[1.0, -0.5], [0.25, 2.0]]), (0,))
-    >>> q.tolist(), s.round(4).tolist()
+    >>> q.tolist(), s.astype("float64").round(4).tolist()
     ([[127, -32], [32, 127]], [[0.0079, 0.0157]])
     """
     kernel = np.asarray(kernel, "float32")
