@@ -34,6 +34,7 @@ TITLES = {
     "attacks_mnist": "Adversarial attacks on MNIST",
     "compare_mnist": "Comparing routers on MNIST",
     "em_two_iterations": "Compare's `em` model with 2 EM iterations",
+    "litert_int8": "float32 and int8 LiteRT exports on MNIST",
     "matrix_capsnet_mnist": "MatrixCapsNet on MNIST",
 }
 

@@ -41,8 +41,8 @@ def add_export_command(commands):
                         "JAX); litert: model.tflite for the LiteRT "
                         "interpreter (TensorFlow backend; pip install "
                         "'keras-caps[litert]'); openvino: model.xml and "
-                        "model.bin for OpenVINO's runtime (pip install "
-                        "'keras-caps[openvino]').")
+                        "model.bin for OpenVINO's runtime (TensorFlow "
+                        "backend; pip install 'keras-caps[openvino]').")
     export.add_argument("--quantize", default=None, choices=("int8",),
                         help="int8: store the weights in 8 bits with "
                         "per-channel scales (LiteRT's dynamic-range "

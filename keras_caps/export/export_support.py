@@ -41,8 +41,8 @@ def check_export_support(format="saved_model", backend=None, precision=None):
     exporter takes float32 models only): a 16-bit `precision` is refused.
 
     A LiteRT model is converted by TensorFlow's converter on the
-    TensorFlow backend; an OpenVINO model needs the `openvino` package (and
-    TensorFlow on JAX, whose models Keras converts through it).
+    TensorFlow backend; an OpenVINO model too, with the `openvino`
+    package.
 
     Args:
         format: `"saved_model"`, `"onnx"`, `"litert"` or `"openvino"`.
@@ -160,19 +160,18 @@ def _check_litert_support(backend):
 
 
 def _check_openvino_support(backend):
-    if backend not in ("tensorflow", "jax", "torch"):
+    if backend != "tensorflow":
         raise ValueError(
-            "The OpenVINO export runs on the TensorFlow, JAX and PyTorch "
-            "backends: set KERAS_BACKEND to one of them. Received: backend "
-            f"{backend!r}")
-    missing = [name for name in ("openvino",) + (
-        ("tensorflow",) if backend == "jax" else ())
-        if not _installed(name)]
-    if missing:
+            "The OpenVINO export converts on the TensorFlow backend "
+            "(OpenVINO cannot convert the XlaCallModule of a JAX graph, and "
+            "PyTorch's trace loses the dynamic batch): run it with "
+            "KERAS_BACKEND=tensorflow (a .keras file loads on any backend), "
+            f"or export with `--format onnx`. Received: backend {backend!r}")
+    if not _installed("openvino"):
         raise ValueError(
-            f"The OpenVINO export on the {backend} backend needs "
-            f"{' and '.join(missing)}, not installed here: pip install "
-            f"'keras-caps[openvino]' (or pip install {' '.join(missing)}).")
+            f"The OpenVINO export on the {backend} backend needs openvino, "
+            "not installed here: pip install 'keras-caps[openvino]' (or pip "
+            "install openvino).")
 
 
 def _installed(name):

@@ -49,11 +49,12 @@ def _served_outputs(converted, shapes):
     them), after checking the input and the outputs' shapes."""
     import openvino
 
-    (image,) = converted.inputs
-    if roles.IMAGE not in image.get_names():
-        raise ValueError(f"The OpenVINO converter named the input "
-                         f"{sorted(image.get_names())}; expected "
+    if len(converted.inputs) != 1:
+        raise ValueError(f"The OpenVINO converter wrote "
+                         f"{len(converted.inputs)} inputs; expected one, "
                          f"{roles.IMAGE!r}.")
+    # PyTorch's tracer names the input `input`: the export's is `image`.
+    converted.inputs[0].get_tensor().set_names({roles.IMAGE})
     results = list(converted.get_results())[:len(shapes)]
     for result, (name, shape) in zip(results, shapes.items(), strict=True):
         received = result.get_output_partial_shape(0)
