@@ -29,10 +29,17 @@ replaced by a later `keras-caps evaluate --output`."""
 def add_evaluate_command(commands):
     """Registers `evaluate` and its handler on the subparsers `commands`."""
     evaluate = commands.add_parser(
-        "evaluate", help="Evaluate a saved .keras model, or official "
-        "Efficient-CapsNet/CapsNet .h5 weights, on the test split.")
+        "evaluate", help="Evaluate a saved .keras model, an export of "
+        "one (any `keras-caps export` format, in its own runtime), or "
+        "official Efficient-CapsNet/CapsNet .h5 weights, on the test "
+        "split.")
     source = evaluate.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model-path")
+    source.add_argument("--model-path",
+                        help="A .keras file, or an export folder written "
+                        "by `keras-caps export` (SavedModel, ONNX, LiteRT, "
+                        "OpenVINO): its test accuracy in its runtime, on "
+                        "the test set of the .keras file it was exported "
+                        "from.")
     source.add_argument("--weights", default=None,
                         help="An official Keras 2 .h5 weights file: builds "
                         "--model for --dataset and loads it.")
@@ -131,6 +138,12 @@ def _check_evaluate_arguments(args, corruptions):
             f"{args.predictions_dir!r}")
     if args.predictions_dir:
         _check_predictions_dir(args.predictions_dir)
+    if corruptions and args.model_path and os.path.isdir(args.model_path):
+        raise ValueError(
+            "The corruptions (--noise, --pixel-corruption, --occlusion, "
+            "--affine) evaluate a .keras model; an export folder is "
+            "scored on the clean test set only. Pass the .keras file it "
+            f"was exported from. Received: --model-path {args.model_path!r}")
     if corruptions:
         from keras_caps.evaluation.robustness import check_corruptions
 
@@ -214,6 +227,12 @@ def _evaluate_clean(args, options):
             download=args.download)
     from keras_caps import training
 
+    if args.model_path and os.path.isdir(args.model_path):  # An export.
+        return training.evaluate_export(
+            args.model_path, args.dataset, batch_size=args.batch_size,
+            data_dir=args.data_dir, seed=args.seed,
+            dataset_options=options, download=args.download,
+            **user_data_options(args))
     return training.evaluate(
         args.model_path, args.dataset, batch_size=args.batch_size,
         data_dir=args.data_dir, seed=args.seed,

@@ -41,7 +41,8 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
                            overwrite=False, model_path=None,
                            input_range="pixels", class_names=None,
                            format="saved_model", quantize=None):
-    """Exports the inference graph of `model` as a SavedModel or in ONNX.
+    """Exports the inference graph of `model` as a SavedModel, or in ONNX,
+    LiteRT or OpenVINO.
 
     What gets exported is `keras_caps.inference.serving_model(model,
     reconstruction, precision)`: the image-to-scores graph with the batch
@@ -106,8 +107,16 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
             `keras-caps predict` reads); listed in the marker file like
             every other file of the export. Their number must match the
             model's class scores.
-        format: `"saved_model"` (default) or `"onnx"`, recorded in the
-            marker file.
+        format: `"saved_model"` (default), `"onnx"`, `"litert"`
+            (`model.tflite`, for the LiteRT interpreter; outputs named by
+            position, in the marker's `"outputs"` order) or `"openvino"`
+            (`model.xml` and `model.bin`), recorded in the marker file.
+            LiteRT and OpenVINO convert on the TensorFlow backend, in
+            float32, with the ONNX contract below; docs/serving.md has
+            their details.
+        quantize: `None` or `"int8"` (LiteRT only): 8-bit weights with
+            per-channel scales, float32 activations; the marker records the
+            8-bit weight tensors.
 
     Returns:
         The exported inference model (a `keras.Model`).

@@ -2,6 +2,7 @@
 JAX and PyTorch)."""
 
 from keras_caps.training.best_checkpoint import BestCheckpoint
+from keras_caps.training.export_evaluation import evaluate_export
 from keras_caps.training.run_evaluation import evaluate
 from keras_caps.training.strategy import STRATEGIES
 from keras_caps.training.strategy import get_strategy

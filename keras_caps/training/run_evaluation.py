@@ -2,9 +2,9 @@
 `keras-caps evaluate`.
 
 The test set is read as the run that trained the model read it, from the
-run's `metrics.json` beside the model (`_read_run_record`); a dataset a
+run's `metrics.json` beside the model (`read_run_record`); a dataset a
 user brings is read again with the run's read options
-(`_evaluation_data`) and checked against the model's input and classes.
+(`evaluation_data`) and checked against the model's input and classes.
 """
 
 import os
@@ -69,11 +69,12 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
             "application builder (compile=True) or `keras-caps train`. "
             f"Received: model_path={model_path!r}")
     reconstruction = roles.LABEL in {layer.name for layer in network.layers}
-    record = _read_run_record(model_path)
+    record = read_run_record(model_path)
     result = {"model_path": os.path.abspath(model_path), "dataset": dataset}
     if is_user_dataset(dataset):
-        user_data = _evaluation_data(network, model_path, dataset, record,
-                                     read_options, (data_dir, download))
+        user_data = evaluation_data(
+            tuple(roles.image_input(network).shape[1:]), model_path,
+            dataset, record, read_options, (data_dir, download))
         test = user_data.load("test", batch_size=batch_size, seed=seed,
                               reconstruction=reconstruction)
         result["data_source"] = user_data.source_record()
@@ -98,9 +99,10 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
             "test": {key: float(value) for key, value in metrics.items()}}
 
 
-def _evaluation_data(network, model_path, dataset, record, read_options,
-                     source):
-    """The `UserDataset` a model is evaluated on: read as its run read it
+def evaluation_data(image_shape, model_path, dataset, record, read_options,
+                    source):
+    """The `UserDataset` a model taking `image_shape` images is evaluated
+    on: read as its run read it
     (the run record's `data_source`: its test split too, unless a test
     folder or share is given), else at the model's input size and colour
     mode, with the read options given over either."""
@@ -115,12 +117,12 @@ def _evaluation_data(network, model_path, dataset, record, read_options,
         options.update(given)
     else:
         _check_test_images_known(dataset, model_path, given, record)
-        height, width, channels = roles.image_input(network).shape[1:]
+        height, width, channels = image_shape
         options = {"image_size": (height, width), "data_dir": data_dir,
                    "color_mode": {1: "grayscale", 3: "rgb"}.get(channels),
                    **given}
     data = resolve_user_dataset(dataset, download=download, **options)
-    check_model_matches_data(network, data, model_path)
+    check_model_matches_data(image_shape, data, model_path)
     return data
 
 
@@ -142,7 +144,7 @@ def _check_test_images_known(dataset, model_path, given, record):
         "--test-share its run used.")
 
 
-def _read_run_record(model_path):
+def read_run_record(model_path):
     """The `metrics.json` of the run beside `model_path` (`{}` if none)."""
     path = os.path.join(os.path.dirname(os.path.abspath(model_path)),
                         "metrics.json")

@@ -15,7 +15,6 @@ import json
 
 import numpy as np
 
-from keras_caps import model_roles as roles
 from keras_caps.datasets import holdout
 from keras_caps.datasets.user_data.user_dataset import resolve_user_dataset
 from keras_caps.inference.class_names import find_class_names
@@ -159,10 +158,11 @@ def build_for_user_data(family, settings, data, input_statistics):
             "(--image-size), or choose another `preset` (--preset).") from None
 
 
-def check_model_matches_data(network, data, model_path):
+def check_model_matches_data(image_shape, data, model_path):
     """Raises when `data`'s images or classes differ from the model's
-    input or from the class names kept beside `model_path`."""
-    expected = tuple(roles.image_input(network).shape[1:])
+    input `image_shape` `(height, width, channels)` or from the class
+    names kept beside `model_path` (a `.keras` file or an export)."""
+    expected = tuple(image_shape)
     if tuple(data.info.input_shape) != expected:
         height, width, channels = expected
         raise ValueError(

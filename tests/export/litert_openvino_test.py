@@ -27,6 +27,8 @@ from keras_caps.export import check_export_support
 from keras_caps.export import export_inference_model
 from keras_caps.export import export_support
 from keras_caps.inference import ExportedClassifier
+from keras_caps.testing import synthetic_digits
+from keras_caps.testing import write_idx_dataset
 from tests.training import recipe_datasets
 
 pytest.importorskip("openvino")
@@ -246,3 +248,45 @@ def test_check_export_support_names_what_to_install(
     with pytest.raises(ValueError, match=expected) as raised:
         check_export_support(export_format, backend=backend)
     assert "\n" not in str(raised.value)
+
+
+def test_evaluate_scores_each_export_as_its_keras_model(tmp_path):
+    # `keras-caps evaluate --model-path EXPORT` on a run's test set: every
+    # format gives the .keras model's accuracy (the same predictions up
+    # to float rounding) on the same images.
+    data_dir = write_idx_dataset(str(tmp_path / "mnist"),
+                                 synthetic_digits(64), synthetic_digits(24))
+    run = str(tmp_path / "run")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["train", "--model", "efficient_capsnet",
+                     "--data-dir", data_dir, "--epochs", "1",
+                     "--steps-per-epoch", "2", "--batch-size", "8",
+                     "--output-dir", run]) == 0
+    model_path = os.path.join(run, "model.keras")
+    records = {}
+    for export_format in ("keras", "saved_model", "onnx", "litert",
+                          "openvino"):
+        path = model_path
+        if export_format != "keras":
+            path = str(tmp_path / f"export_{export_format}")
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert main(["export", "--model-path", model_path,
+                             "--export-dir", path, "--format",
+                             export_format]) == 0
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            assert main(["evaluate", "--model-path", path, "--data-dir",
+                         data_dir]) == 0
+        records[export_format] = json.loads(stdout.getvalue())
+    accuracy = records.pop("keras")["test"]["length_accuracy"]
+    for export_format, record in records.items():
+        assert record["export_format"] == export_format
+        assert record["test_images"] == 24
+        assert record["test"]["accuracy"] == pytest.approx(accuracy,
+                                                           abs=1e-6)
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        assert main(["evaluate", "--model-path",
+                     str(tmp_path / "export_onnx"), "--data-dir", data_dir,
+                     "--noise", "0.1"]) == 2
+    assert "scored on the clean test set only" in stderr.getvalue()
