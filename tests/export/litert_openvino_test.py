@@ -23,9 +23,7 @@ from keras_caps.applications import MODELS
 from keras_caps.applications import EfficientCapsNet
 from keras_caps.applications import inference_model
 from keras_caps.cli import main
-from keras_caps.export import check_export_support
 from keras_caps.export import export_inference_model
-from keras_caps.export import export_support
 from keras_caps.inference import ExportedClassifier
 from keras_caps.testing import synthetic_digits
 from keras_caps.testing import write_idx_dataset
@@ -228,26 +226,6 @@ def test_refused_exports_write_nothing(tmp_path, arguments, message):
     assert sorted(os.listdir(tmp_path)) == ["model.keras"]
 
 
-@pytest.mark.parametrize("export_format, backend, missing, expected", [
-    ("litert", "jax", (), "converts with TensorFlow's converter, on the "
-     "TensorFlow backend.*KERAS_BACKEND=tensorflow.*backend 'jax'"),
-    ("litert", "torch", (), "KERAS_BACKEND=tensorflow.*backend 'torch'"),
-    ("litert", "tensorflow", ("tensorflow",),
-     r"pip install 'keras-caps\[litert\]'"),
-    ("openvino", "tensorflow", ("openvino",), r"on the tensorflow backend "
-     r"needs openvino, not installed here: pip install "
-     r"'keras-caps\[openvino\]'"),
-    ("openvino", "jax", (), "converts on the TensorFlow backend.*"
-     "XlaCallModule.*backend 'jax'"),
-    ("openvino", "torch", (), "dynamic batch.*--format onnx.*'torch'"),
-])
-def test_check_export_support_names_what_to_install(
-        monkeypatch, export_format, backend, missing, expected):
-    monkeypatch.setattr(export_support, "_installed",
-                        lambda name: name not in missing)
-    with pytest.raises(ValueError, match=expected) as raised:
-        check_export_support(export_format, backend=backend)
-    assert "\n" not in str(raised.value)
 
 
 def test_evaluate_scores_each_export_as_its_keras_model(tmp_path):

@@ -240,6 +240,18 @@ def test_exports_without_tensorflow_refuse_the_saved_model(tmp_path):
      r"not installed here: pip install 'keras-caps\[onnx\]'"),
     ("onnx", "torch", ("onnx",), r"torch backend needs onnx,.*\[onnx\]"),
     ("tflite", "tensorflow", (), "`format`.*'saved_model', 'onnx'"),
+    # LiteRT and OpenVINO (tests/export/litert_openvino_test.py)
+    ("litert", "jax", (), "converts with TensorFlow's converter, on the "
+     "TensorFlow backend.*KERAS_BACKEND=tensorflow.*backend 'jax'"),
+    ("litert", "torch", (), "KERAS_BACKEND=tensorflow.*backend 'torch'"),
+    ("litert", "tensorflow", ("tensorflow",),
+     r"pip install 'keras-caps\[litert\]'"),
+    ("openvino", "tensorflow", ("openvino",), r"on the tensorflow backend "
+     r"needs openvino, not installed here: pip install "
+     r"'keras-caps\[openvino\]'"),
+    ("openvino", "jax", (), "converts on the TensorFlow backend.*"
+     "XlaCallModule.*backend 'jax'"),
+    ("openvino", "torch", (), "dynamic batch.*--format onnx.*'torch'"),
 ])
 def test_check_export_support_names_what_to_install_or_use(
         monkeypatch, format, backend, missing, expected):
