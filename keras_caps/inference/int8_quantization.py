@@ -11,8 +11,9 @@ def quantize_int8(model):
     Runs Keras' `model.quantize("int8")` (its `Dense`, `EinsumDense` and
     `Embedding` layers, and every capsule layer with `Int8Kernels`: the
     routers' vote kernels), then the capsule layers Keras skips because
-    they hold sublayers of their own (`InvertedAttentionRouting`, whose
-    layer normalisation is one). Keras' notices about layers without int8
+    they hold sublayers of their own: `PrimaryCaps` (its depthwise
+    convolution) and `InvertedAttentionRouting` (its layer
+    normalisation). Keras' notices about layers without int8
     (convolutions, normalisations) are not repeated: the returned names
     say what was quantized. The routing maths stays float32.
 
@@ -29,15 +30,20 @@ def quantize_int8(model):
     >>> model = keras_caps.applications.EfficientCapsNet(
     ...     "mnist", reconstruction=False)
     >>> quantize_int8(model)
-    ['digit_caps']
+    ['primary_caps', 'depthwise_conv', 'digit_caps']
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Layer .* does not have a "
                                 "`quantize` method")
+        warnings.filterwarnings("ignore", ".* is quantized with its "
+                                "PrimaryCaps")
         model.quantize("int8")
     for layer in model._flatten_layers(include_self=False):
         if isinstance(layer, Int8Kernels) and layer.quantization_mode is None:
-            layer.quantize("int8")
+            try:
+                layer.quantize("int8")
+            except NotImplementedError:  # Quantized by the layer holding it.
+                continue
     model.predict_function = None  # Rebuilt with the int8 weights.
     return [layer.name for layer in model._flatten_layers(include_self=False)
             if layer.quantization_mode == "int8"]

@@ -1,7 +1,9 @@
 import keras
+from keras import dtype_policies
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.int8_kernels import Int8Kernels
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import cast_integer_input
 from keras_caps.validation import check_choice
@@ -12,7 +14,7 @@ from keras_caps.validation import set_regularizers_and_constraints
 
 
 @keras_caps_export("keras_caps.layers.PrimaryCaps")
-class PrimaryCaps(keras.layers.Layer):
+class PrimaryCaps(Int8Kernels, keras.layers.Layer):
     """Primary capsules of Efficient-CapsNet: a depthwise convolution, squashed.
 
     One `kernel_size` filter per channel slides over the feature map with
@@ -95,7 +97,7 @@ class PrimaryCaps(keras.layers.Layer):
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)
-        self.depthwise_conv = keras.layers.DepthwiseConv2D(
+        self.depthwise_conv = _PrimaryConvolution(
             kernel_size=self.kernel_size,
             strides=self.strides,
             padding="valid",
@@ -139,13 +141,29 @@ class PrimaryCaps(keras.layers.Layer):
         height, width, channels = inputs.shape[1:]
         # (batch, h * w, channels)
         inputs = ops.reshape(inputs, (-1, height * width, channels))
-        kernel = ops.reshape(ops.cast(self.depthwise_conv.kernel,
-                                      inputs.dtype),
+        kernel = ops.reshape(ops.cast(
+            self.depthwise_conv.kernel_value("kernel"), inputs.dtype),
                              (height * width, channels))  # (h * w, channels)
         features = ops.sum(capsule_ops.at_least_float32(inputs * kernel),
                            axis=1)  # (batch, channels)
         return ops.cast(features, inputs.dtype) + ops.cast(
             self.depthwise_conv.bias, inputs.dtype)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Stores the depthwise kernel in int8 with one scale per channel
+        (`Int8Kernels`); `keras_caps.inference.quantize_int8` calls it
+        (Keras' `model.quantize` reaches only layers without sublayers)."""
+        del type_check, config
+        if mode != "int8":
+            raise NotImplementedError(
+                "`PrimaryCaps` quantizes to int8 only (its depthwise "
+                f"kernel). Received: mode={mode!r}")
+        self.depthwise_conv.quantize_with_parent(mode)
+        self._is_quantized = True  # Before the policy (its setter).
+        # The policy a `.keras` file records: loading builds the
+        # convolution's int8 variables again.
+        self.dtype_policy = dtype_policies.get(
+            f"int8_from_{self.dtype_policy.name}")
 
     def compute_output_shape(self, input_shape):
         self._check_input_shape(input_shape)
@@ -199,3 +217,50 @@ class PrimaryCaps(keras.layers.Layer):
         config.update(
             serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
+
+
+class _PrimaryConvolution(Int8Kernels, keras.layers.DepthwiseConv2D):
+    """`PrimaryCaps`' depthwise convolution, whose kernel its `PrimaryCaps`
+    can store in int8 (one scale per channel, over the window)."""
+
+    def int8_kernel_axes(self):
+        # (kh, kw, channels, multiplier): each channel sums its window.
+        return {"kernel": (0, 1)}
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        if self.quantization_mode == "int8":  # A quantized PrimaryCaps.
+            self.build_int8_kernels()
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        if not getattr(self, "_quantizing_with_parent", False):
+            # Quantized alone, the `.keras` file would record a float
+            # PrimaryCaps around int8 weights, which cannot load.
+            raise NotImplementedError(
+                f"`PrimaryCaps`' convolution {self.name!r} is quantized "
+                "with its PrimaryCaps: use keras_caps.inference."
+                "quantize_int8(model) instead of model.quantize('int8').")
+        super().quantize(mode, type_check, config)
+
+    def quantize_with_parent(self, mode):
+        """`quantize(mode)`, as its `PrimaryCaps` asks."""
+        self._quantizing_with_parent = True
+        try:
+            self.quantize(mode)
+        finally:
+            self._quantizing_with_parent = False
+
+    def _int8_call(self, inputs):
+        outputs = ops.depthwise_conv(
+            inputs, ops.cast(self.kernel_value("kernel"), inputs.dtype),
+            strides=self.strides, padding=self.padding,
+            dilation_rate=self.dilation_rate, data_format=self.data_format)
+        if self.use_bias:
+            channels = (-1,) if self.data_format == "channels_last" else ()
+            shape = ((1,) * (self.rank + 1) + channels if channels
+                     else (1, -1) + (1,) * self.rank)
+            outputs = outputs + ops.reshape(ops.cast(self.bias,
+                                                     outputs.dtype), shape)
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs

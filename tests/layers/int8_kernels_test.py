@@ -10,11 +10,13 @@ A quantized model round-trips through a `.keras` file under safe mode.
 """
 
 import os
+import warnings
 
 import keras
 import numpy as np
 import pytest
 
+from keras_caps import layers
 from keras_caps.inference import quantize_int8
 from keras_caps.layers.int8_kernels import Int8Kernels
 from tests.layers import router_contract_test as contract
@@ -109,3 +111,39 @@ def test_other_modes_are_left_to_keras_warning():
     with pytest.raises(NotImplementedError, match="int8 only.*'int4'"):
         layer.quantize("int4")
     assert layer.quantization_mode is None
+
+
+@pytest.mark.parametrize("kernel_size", [4, 2])  # Whole map; convolution.
+def test_primary_caps_quantizes_its_depthwise_kernel(kernel_size, tmp_path):
+    keras.utils.set_random_seed(4)
+    inputs = np.random.default_rng(6).normal(
+        size=(2, 4, 4, 8)).astype("float32")
+    symbolic = keras.Input(inputs.shape[1:])
+    primary = layers.PrimaryCaps(4 if kernel_size == 4 else 36, 2,
+                                 kernel_size)
+    model = keras.Model(symbolic, primary(symbolic))
+    convolution = primary.depthwise_conv
+    kernel = keras.ops.convert_to_numpy(convolution.kernel)
+    quantized, scale = _reference_int8(kernel, (0, 1))
+    convolution.kernel.assign((quantized * scale).astype("float32"))
+    expected = _outputs(model, inputs)
+    convolution.kernel.assign(kernel)
+    # Keras' own `model.quantize` leaves it float, saying what to use.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.quantize("int8")
+    assert any("use keras_caps.inference.quantize_int8" in str(w.message)
+               for w in caught)
+    assert primary.quantization_mode is None
+    assert quantize_int8(model) == [primary.name, convolution.name]
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(convolution.kernel_int8), quantized)
+    for value, reference in zip(_outputs(model, inputs), expected,
+                                strict=True):
+        np.testing.assert_allclose(value, reference, atol=2e-5)
+    path = str(tmp_path / "primary.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    for value, reference in zip(_outputs(loaded, inputs), expected,
+                                strict=True):
+        np.testing.assert_allclose(value, reference, atol=2e-5)
