@@ -35,8 +35,8 @@ def quantize_int8(model):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Layer .* does not have a "
                                 "`quantize` method")
-        warnings.filterwarnings("ignore", ".* is quantized with its "
-                                "PrimaryCaps")
+        warnings.filterwarnings("ignore", "The convolution .* of a "
+                                "capsule layer is quantized with")
         model.quantize("int8")
     for layer in model._flatten_layers(include_self=False):
         if isinstance(layer, Int8Kernels) and layer.quantization_mode is None:

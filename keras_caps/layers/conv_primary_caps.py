@@ -2,6 +2,9 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.int8_kernels import Int8Kernels
+from keras_caps.layers.parent_quantized import QuantizedByParent
+from keras_caps.layers.parent_quantized import quantize_holder
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import cast_integer_input
 from keras_caps.validation import check_choice
@@ -16,7 +19,7 @@ PADDINGS = ("valid", "same")
 
 
 @keras_caps_export("keras_caps.layers.ConvPrimaryCaps")
-class ConvPrimaryCaps(keras.layers.Layer):
+class ConvPrimaryCaps(Int8Kernels, keras.layers.Layer):
     """Primary capsules of the original CapsNet: a full convolution, squashed.
 
     A regular convolution with `num_types * capsule_dim` filters and no
@@ -121,7 +124,7 @@ class ConvPrimaryCaps(keras.layers.Layer):
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)
-        self.conv = keras.layers.Conv2D(
+        self.conv = _CapsuleConvolution(
             filters=self.num_types * self.capsule_dim,
             kernel_size=self.kernel_size,
             strides=self.strides,
@@ -159,6 +162,14 @@ class ConvPrimaryCaps(keras.layers.Layer):
         capsules = capsules + ops.cast(bias, capsules.dtype)
         capsules = ops.reshape(capsules, (shape[0], -1, self.capsule_dim))
         return capsule_ops.squash(capsules, variant=self.squash)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Stores the convolution's kernel in int8 with one scale per
+        filter (`Int8Kernels`); `keras_caps.inference.quantize_int8` calls
+        it (Keras' `model.quantize` reaches only layers without
+        sublayers)."""
+        del type_check, config
+        quantize_holder(self, self.conv, mode)
 
     def compute_output_shape(self, input_shape):
         self._check_input_shape(input_shape)
@@ -217,3 +228,20 @@ class ConvPrimaryCaps(keras.layers.Layer):
         config.update(
             serialize_regularizers_and_constraints(self, ("kernel", "bias")))
         return config
+
+
+class _CapsuleConvolution(QuantizedByParent, keras.layers.Conv2D):
+    """`ConvPrimaryCaps`' convolution (no bias: the capsules have theirs),
+    whose kernel its `ConvPrimaryCaps` can store in int8 (one scale per
+    filter, over the window and the input channels)."""
+
+    def int8_kernel_axes(self):
+        # (kh, kw, in, filters): each filter sums its window and inputs.
+        # Keras' `Conv2D.kernel` is a property over `_kernel`.
+        return {"_kernel": (0, 1, 2)}
+
+    def _int8_call(self, inputs):
+        return ops.conv(
+            inputs, ops.cast(self.kernel_value("_kernel"), inputs.dtype),
+            strides=self.strides, padding=self.padding,
+            dilation_rate=self.dilation_rate, data_format=self.data_format)

@@ -1,9 +1,10 @@
 import keras
-from keras import dtype_policies
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
 from keras_caps.layers.int8_kernels import Int8Kernels
+from keras_caps.layers.parent_quantized import QuantizedByParent
+from keras_caps.layers.parent_quantized import quantize_holder
 from keras_caps.ops import capsule_ops
 from keras_caps.validation import cast_integer_input
 from keras_caps.validation import check_choice
@@ -154,16 +155,7 @@ class PrimaryCaps(Int8Kernels, keras.layers.Layer):
         (`Int8Kernels`); `keras_caps.inference.quantize_int8` calls it
         (Keras' `model.quantize` reaches only layers without sublayers)."""
         del type_check, config
-        if mode != "int8":
-            raise NotImplementedError(
-                "`PrimaryCaps` quantizes to int8 only (its depthwise "
-                f"kernel). Received: mode={mode!r}")
-        self.depthwise_conv.quantize_with_parent(mode)
-        self._is_quantized = True  # Before the policy (its setter).
-        # The policy a `.keras` file records: loading builds the
-        # convolution's int8 variables again.
-        self.dtype_policy = dtype_policies.get(
-            f"int8_from_{self.dtype_policy.name}")
+        quantize_holder(self, self.depthwise_conv, mode)
 
     def compute_output_shape(self, input_shape):
         self._check_input_shape(input_shape)
@@ -219,7 +211,7 @@ class PrimaryCaps(Int8Kernels, keras.layers.Layer):
         return config
 
 
-class _PrimaryConvolution(Int8Kernels, keras.layers.DepthwiseConv2D):
+class _PrimaryConvolution(QuantizedByParent, keras.layers.DepthwiseConv2D):
     """`PrimaryCaps`' depthwise convolution, whose kernel its `PrimaryCaps`
     can store in int8 (one scale per channel, over the window)."""
 
@@ -227,40 +219,22 @@ class _PrimaryConvolution(Int8Kernels, keras.layers.DepthwiseConv2D):
         # (kh, kw, channels, multiplier): each channel sums its window.
         return {"kernel": (0, 1)}
 
-    def build(self, input_shape):
-        super().build(input_shape)
-        if self.quantization_mode == "int8":  # A quantized PrimaryCaps.
-            self.build_int8_kernels()
-
-    def quantize(self, mode=None, type_check=True, config=None):
-        if not getattr(self, "_quantizing_with_parent", False):
-            # Quantized alone, the `.keras` file would record a float
-            # PrimaryCaps around int8 weights, which cannot load.
-            raise NotImplementedError(
-                f"`PrimaryCaps`' convolution {self.name!r} is quantized "
-                "with its PrimaryCaps: use keras_caps.inference."
-                "quantize_int8(model) instead of model.quantize('int8').")
-        super().quantize(mode, type_check, config)
-
-    def quantize_with_parent(self, mode):
-        """`quantize(mode)`, as its `PrimaryCaps` asks."""
-        self._quantizing_with_parent = True
-        try:
-            self.quantize(mode)
-        finally:
-            self._quantizing_with_parent = False
-
     def _int8_call(self, inputs):
         outputs = ops.depthwise_conv(
             inputs, ops.cast(self.kernel_value("kernel"), inputs.dtype),
             strides=self.strides, padding=self.padding,
             dilation_rate=self.dilation_rate, data_format=self.data_format)
-        if self.use_bias:
-            channels = (-1,) if self.data_format == "channels_last" else ()
-            shape = ((1,) * (self.rank + 1) + channels if channels
-                     else (1, -1) + (1,) * self.rank)
-            outputs = outputs + ops.reshape(ops.cast(self.bias,
-                                                     outputs.dtype), shape)
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        return outputs
+        return _biased_and_activated(self, outputs)
+
+
+def _biased_and_activated(convolution, outputs):
+    """`outputs` of a Keras convolution with its bias and activation."""
+    if convolution.use_bias:
+        shape = ((1,) * (convolution.rank + 1) + (-1,)
+                 if convolution.data_format == "channels_last"
+                 else (1, -1) + (1,) * convolution.rank)
+        outputs = outputs + ops.reshape(
+            ops.cast(convolution.bias, outputs.dtype), shape)
+    if convolution.activation is not None:
+        outputs = convolution.activation(outputs)
+    return outputs

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from keras_caps.api_export import keras_caps_export
+from keras_caps.layers.int8_kernels import Int8Kernels
 from keras_caps.ops import em_routing as em_ops
 from keras_caps.validation import cast_integer_input
 from keras_caps.validation import check_positive_int
@@ -10,7 +11,7 @@ from keras_caps.validation import set_regularizers_and_constraints
 
 
 @keras_caps_export("keras_caps.layers.PrimaryMatrixCaps")
-class PrimaryMatrixCaps(keras.layers.Layer):
+class PrimaryMatrixCaps(Int8Kernels, keras.layers.Layer):
     """Primary matrix capsules (Hinton, Sabour & Frosst, ICLR 2018, §5).
 
     A 1x1 convolution of the feature map gives, at every position and for
@@ -85,11 +86,20 @@ class PrimaryMatrixCaps(keras.layers.Layer):
             name="bias", shape=(units,), initializer=self.bias_initializer,
             regularizer=self.bias_regularizer,
             constraint=self.bias_constraint)
+        if self.quantization_mode == "int8":  # A quantized `.keras` file.
+            self.build_int8_kernels()
+
+    def int8_kernel_axes(self):
+        """The 1x1 convolution's kernel `(c, B * 17)`, its input channels
+        contracted, for `quantize("int8")` (see `Int8Kernels`)."""
+        return {"kernel": (0,)}
 
     def call(self, inputs):
         inputs = cast_integer_input(inputs, self.compute_dtype)
         # (b, h, w, c) x (c, B * 17) -> (b, h, w, B * 17)
-        features = ops.einsum("bhwc,ck->bhwk", inputs, self.kernel)
+        features = ops.einsum("bhwc,ck->bhwk", inputs,
+                              ops.cast(self.kernel_value("kernel"),
+                                       inputs.dtype))
         features = features + self.bias
         shape = ops.shape(features)
         # (b, h, w, B, 17)

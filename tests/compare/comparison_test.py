@@ -350,7 +350,16 @@ class CompareTest(TestCase):
         with mock.patch.dict(os.environ, {**environment,
                                           "TFDS_DATA_DIR": tfds_dir},
                              clear=True):
-            with self.assertRaisesRegex(ValueError, "not prepared"):
+            # Refused before compare.json claims the folder.
+            with self.assertRaisesRegex(ValueError, "not prepared.*"
+                                        "Downloads are off"):
+                run_comparison(["cnn"], "mnist", **kwargs)
+            self.assertFalse(os.path.exists(output_dir))
+            # A dataset that looks prepared is recorded, then found
+            # missing when the first model reads it.
+            with mock.patch("keras_caps.compare.comparison_settings."
+                            "check_tfds_prepared"), self.assertRaisesRegex(
+                                ValueError, "not prepared"):
                 run_comparison(["cnn"], "mnist", **kwargs)
         with open(os.path.join(output_dir, "compare.json")) as file:
             data = json.load(file)["data"]

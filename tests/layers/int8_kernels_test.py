@@ -147,3 +147,52 @@ def test_primary_caps_quantizes_its_depthwise_kernel(kernel_size, tmp_path):
     for value, reference in zip(_outputs(loaded, inputs), expected,
                                 strict=True):
         np.testing.assert_allclose(value, reference, atol=2e-5)
+
+
+def test_primary_matrix_caps_quantizes_its_kernel(tmp_path):
+    keras.utils.set_random_seed(5)
+    inputs = np.random.default_rng(7).normal(
+        size=(2, 3, 3, 6)).astype("float32")
+    symbolic = keras.Input(inputs.shape[1:])
+    primary = layers.PrimaryMatrixCaps(2)
+    model = keras.Model(symbolic, primary(symbolic))
+    kernel = keras.ops.convert_to_numpy(primary.kernel)
+    quantized, scale = _reference_int8(kernel, (0,))
+    primary.kernel.assign((quantized * scale).astype("float32"))
+    expected = _outputs(model, inputs)
+    primary.kernel.assign(kernel)
+    assert quantize_int8(model) == [primary.name]
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(primary.kernel_int8), quantized)
+    path = str(tmp_path / "primary_matrix.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    for candidate in (model, loaded):
+        for value, reference in zip(_outputs(candidate, inputs), expected,
+                                    strict=True):
+            np.testing.assert_allclose(value, reference, atol=2e-5)
+
+
+def test_conv_primary_caps_quantizes_its_convolution(tmp_path):
+    keras.utils.set_random_seed(6)
+    inputs = np.random.default_rng(8).normal(
+        size=(2, 5, 5, 3)).astype("float32")
+    symbolic = keras.Input(inputs.shape[1:])
+    primary = layers.ConvPrimaryCaps(2, 4, kernel_size=3, strides=2)
+    model = keras.Model(symbolic, primary(symbolic))
+    convolution = primary.conv
+    kernel = keras.ops.convert_to_numpy(convolution.kernel)
+    quantized, scale = _reference_int8(kernel, (0, 1, 2))
+    convolution.kernel.assign((quantized * scale).astype("float32"))
+    expected = _outputs(model, inputs)
+    convolution.kernel.assign(kernel)
+    assert quantize_int8(model) == [primary.name, convolution.name]
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(convolution._kernel_int8), quantized)
+    path = str(tmp_path / "conv_primary.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    for candidate in (model, loaded):
+        for value, reference in zip(_outputs(candidate, inputs), expected,
+                                    strict=True):
+            np.testing.assert_allclose(value, reference, atol=2e-5)
