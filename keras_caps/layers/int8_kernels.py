@@ -67,7 +67,7 @@ class Int8Kernels:
         del type_check, config  # Keras' arguments; the scheme is fixed.
         if mode != "int8" or not self.int8_kernel_axes():
             raise NotImplementedError(
-                f"`{type(self).__name__}` quantizes to int8 only (its vote "
+                f"`{type(self).__name__}` quantizes to int8 only (its "
                 f"kernels). Received: mode={mode!r}")
         kernel_axes = self.int8_kernel_axes()
         values = {name: ops.convert_to_numpy(getattr(self, name))
