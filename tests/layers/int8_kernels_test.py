@@ -113,21 +113,69 @@ def test_other_modes_are_left_to_keras_warning():
     assert layer.quantization_mode is None
 
 
+def _primary_case(layer, input_shape, seed):
+    """`(model, inputs, kernel variable)` of a model holding `layer`."""
+    keras.utils.set_random_seed(seed)
+    inputs = np.random.default_rng(seed).normal(
+        size=input_shape).astype("float32")
+    symbolic = keras.Input(inputs.shape[1:])
+    return keras.Model(symbolic, layer(symbolic)), inputs
+
+
+def _with_reference_kernel(model, inputs, variable, axes):
+    """The model's outputs with `variable` replaced by its NumPy int8
+    reference, dequantized (the variable is restored); and that
+    reference's int8 values."""
+    kernel = keras.ops.convert_to_numpy(variable)
+    quantized, scale = _reference_int8(kernel, axes)
+    variable.assign((quantized * scale).astype("float32"))
+    expected = _outputs(model, inputs)
+    variable.assign(kernel)
+    return expected, quantized
+
+
+def _check_quantized_and_reloaded(model, inputs, expected, path):
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    for candidate in (model, loaded):
+        for value, reference in zip(_outputs(candidate, inputs), expected,
+                                    strict=True):
+            np.testing.assert_allclose(value, reference, atol=2e-5)
+
+
+def test_primary_matrix_caps_quantizes_its_kernel(tmp_path):
+    primary = layers.PrimaryMatrixCaps(2)
+    model, inputs = _primary_case(primary, (2, 3, 3, 6), 7)
+    expected, quantized = _with_reference_kernel(model, inputs,
+                                                 primary.kernel, (0,))
+    assert quantize_int8(model) == [primary.name]
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(primary.kernel_int8), quantized)
+    _check_quantized_and_reloaded(model, inputs, expected,
+                                  str(tmp_path / "primary_matrix.keras"))
+
+
+def test_conv_primary_caps_quantizes_its_convolution(tmp_path):
+    primary = layers.ConvPrimaryCaps(2, 4, kernel_size=3, strides=2)
+    model, inputs = _primary_case(primary, (2, 5, 5, 3), 8)
+    convolution = primary.conv
+    expected, quantized = _with_reference_kernel(
+        model, inputs, convolution.kernel, (0, 1, 2))
+    assert quantize_int8(model) == [primary.name, convolution.name]
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(convolution._kernel_int8), quantized)
+    _check_quantized_and_reloaded(model, inputs, expected,
+                                  str(tmp_path / "conv_primary.keras"))
+
+
 @pytest.mark.parametrize("kernel_size", [4, 2])  # Whole map; convolution.
 def test_primary_caps_quantizes_its_depthwise_kernel(kernel_size, tmp_path):
-    keras.utils.set_random_seed(4)
-    inputs = np.random.default_rng(6).normal(
-        size=(2, 4, 4, 8)).astype("float32")
-    symbolic = keras.Input(inputs.shape[1:])
     primary = layers.PrimaryCaps(4 if kernel_size == 4 else 36, 2,
                                  kernel_size)
-    model = keras.Model(symbolic, primary(symbolic))
+    model, inputs = _primary_case(primary, (2, 4, 4, 8), 6)
     convolution = primary.depthwise_conv
-    kernel = keras.ops.convert_to_numpy(convolution.kernel)
-    quantized, scale = _reference_int8(kernel, (0, 1))
-    convolution.kernel.assign((quantized * scale).astype("float32"))
-    expected = _outputs(model, inputs)
-    convolution.kernel.assign(kernel)
+    expected, quantized = _with_reference_kernel(
+        model, inputs, convolution.kernel, (0, 1))
     # Keras' own `model.quantize` leaves it float, saying what to use.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -138,61 +186,5 @@ def test_primary_caps_quantizes_its_depthwise_kernel(kernel_size, tmp_path):
     assert quantize_int8(model) == [primary.name, convolution.name]
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(convolution.kernel_int8), quantized)
-    for value, reference in zip(_outputs(model, inputs), expected,
-                                strict=True):
-        np.testing.assert_allclose(value, reference, atol=2e-5)
-    path = str(tmp_path / "primary.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path, safe_mode=True)
-    for value, reference in zip(_outputs(loaded, inputs), expected,
-                                strict=True):
-        np.testing.assert_allclose(value, reference, atol=2e-5)
-
-
-def test_primary_matrix_caps_quantizes_its_kernel(tmp_path):
-    keras.utils.set_random_seed(5)
-    inputs = np.random.default_rng(7).normal(
-        size=(2, 3, 3, 6)).astype("float32")
-    symbolic = keras.Input(inputs.shape[1:])
-    primary = layers.PrimaryMatrixCaps(2)
-    model = keras.Model(symbolic, primary(symbolic))
-    kernel = keras.ops.convert_to_numpy(primary.kernel)
-    quantized, scale = _reference_int8(kernel, (0,))
-    primary.kernel.assign((quantized * scale).astype("float32"))
-    expected = _outputs(model, inputs)
-    primary.kernel.assign(kernel)
-    assert quantize_int8(model) == [primary.name]
-    np.testing.assert_array_equal(
-        keras.ops.convert_to_numpy(primary.kernel_int8), quantized)
-    path = str(tmp_path / "primary_matrix.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path, safe_mode=True)
-    for candidate in (model, loaded):
-        for value, reference in zip(_outputs(candidate, inputs), expected,
-                                    strict=True):
-            np.testing.assert_allclose(value, reference, atol=2e-5)
-
-
-def test_conv_primary_caps_quantizes_its_convolution(tmp_path):
-    keras.utils.set_random_seed(6)
-    inputs = np.random.default_rng(8).normal(
-        size=(2, 5, 5, 3)).astype("float32")
-    symbolic = keras.Input(inputs.shape[1:])
-    primary = layers.ConvPrimaryCaps(2, 4, kernel_size=3, strides=2)
-    model = keras.Model(symbolic, primary(symbolic))
-    convolution = primary.conv
-    kernel = keras.ops.convert_to_numpy(convolution.kernel)
-    quantized, scale = _reference_int8(kernel, (0, 1, 2))
-    convolution.kernel.assign((quantized * scale).astype("float32"))
-    expected = _outputs(model, inputs)
-    convolution.kernel.assign(kernel)
-    assert quantize_int8(model) == [primary.name, convolution.name]
-    np.testing.assert_array_equal(
-        keras.ops.convert_to_numpy(convolution._kernel_int8), quantized)
-    path = str(tmp_path / "conv_primary.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path, safe_mode=True)
-    for candidate in (model, loaded):
-        for value, reference in zip(_outputs(candidate, inputs), expected,
-                                    strict=True):
-            np.testing.assert_allclose(value, reference, atol=2e-5)
+    _check_quantized_and_reloaded(model, inputs, expected,
+                                  str(tmp_path / "primary.keras"))
