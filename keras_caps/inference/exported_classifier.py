@@ -37,6 +37,10 @@ class ExportedClassifier:
 
     Attributes:
         path: str. The export folder.
+        marker: dict. Its `keras_caps_export.json` record (the source
+            model's path, the input range, the format, ...).
+        export_format: str. `"saved_model"`, `"onnx"`, `"litert"` or
+            `"openvino"`.
         image_shape: `(height, width, channels)` the signature takes.
         score_name: str. The class-score output (`"length"`, `"logits"` or
             `"probabilities"`).
@@ -55,9 +59,11 @@ class ExportedClassifier:
     def __init__(self, path, argument_name="model"):
         self.path = os.fspath(path)
         where = f"`{argument_name}` {self.path!r}"
-        self._input_range = _input_range(self.path, where)
-        record = _marker_record(self.path)
-        export_format = record.get("format", "saved_model")
+        record = _checked_marker(self.path, where)
+        self.marker = record
+        self._input_range = record.get("input_range", "pixels")
+        self.export_format = export_format = record.get("format",
+                                                        "saved_model")
         if export_format == "saved_model":
             self._loaded = _load_saved_model(self.path, where)
         elif export_format == "onnx":
@@ -132,14 +138,9 @@ def _load_saved_model(path, where):
          for name, value in serve.structured_outputs.items()}, run)
 
 
-def _marker_record(path):
-    """The marker's record (checked by `_input_range` first)."""
-    with open(os.path.join(path, _MARKER), encoding="utf-8") as file:
-        return json.load(file)
-
-
-def _input_range(path, where):
-    """The marker's `input_range` (`"pixels"` if it predates the field)."""
+def _checked_marker(path, where):
+    """The marker's record, once the folder is an unchanged export whose
+    `input_range` (`"pixels"` if it predates the field) is known."""
     marker = os.path.join(path, _MARKER)
     if not os.path.isdir(path) or not os.path.isfile(marker):
         models = sorted(name for name in os.listdir(path)
@@ -170,4 +171,4 @@ def _input_range(path, where):
         raise ValueError(
             f"{marker!r} names an unknown input_range {input_range!r}; "
             "expected 'pixels' or 'unit'.")
-    return input_range
+    return record

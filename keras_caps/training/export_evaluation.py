@@ -8,7 +8,6 @@ of that model's run record, as `evaluate` reads it for the `.keras` file,
 so an export is scored on the same images as its model.
 """
 
-import json
 import os
 
 import keras
@@ -18,7 +17,6 @@ from keras_caps import datasets
 from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 from keras_caps.inference import ExportedClassifier
 from keras_caps.inference import check_pixel_range
-from keras_caps.inference.export_contents import MARKER
 from keras_caps.training.data_batches import numpy_batches
 from keras_caps.training.hardware import describe_hardware
 from keras_caps.training.run_evaluation import evaluation_data
@@ -70,7 +68,7 @@ def evaluate_export(export_path, dataset, *, batch_size=16, data_dir=None,
             f"dataset={dataset!r}")
     read_options = {"image_size": image_size, "color_mode": color_mode,
                     "test_dir": test_dir, "test_share": test_share}
-    source_model = _source_model(export_path)
+    source_model = _source_model(classifier)
     record = read_run_record(source_model) if source_model else {}
     if is_user_dataset(dataset):
         data = evaluation_data(
@@ -90,8 +88,7 @@ def evaluate_export(export_path, dataset, *, batch_size=16, data_dir=None,
                              **options)
     correct, count = _score(classifier, test, dataset)
     return {"model_path": os.path.abspath(export_path),
-            "export_format": _marker(export_path).get("format",
-                                                      "saved_model"),
+            "export_format": classifier.export_format,
             "dataset": dataset, "test": {"accuracy": correct / count},
             "test_images": count, "hardware": describe_hardware(),
             "backend": keras.backend.backend()}
@@ -118,12 +115,7 @@ def _score(classifier, test, dataset):
     return correct, count
 
 
-def _marker(export_path):
-    with open(os.path.join(export_path, MARKER), encoding="utf-8") as file:
-        return json.load(file)
-
-
-def _source_model(export_path):
+def _source_model(classifier):
     """The `.keras` file the export was made from, if it is still there."""
-    path = _marker(export_path).get("model_path")
+    path = classifier.marker.get("model_path")
     return path if isinstance(path, str) and os.path.isfile(path) else None
