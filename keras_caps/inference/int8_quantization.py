@@ -11,8 +11,8 @@ def quantize_int8(model):
     Runs Keras' `model.quantize("int8")` (its `Dense`, `EinsumDense` and
     `Embedding` layers, and every capsule layer with `Int8Kernels`: the
     routers' vote kernels), then the capsule layers Keras skips because
-    they hold sublayers of their own: `PrimaryCaps` (its depthwise
-    convolution) and `InvertedAttentionRouting` (its layer
+    they hold sublayers of their own: `PrimaryCaps` and `ConvPrimaryCaps`
+    (their convolution) and `InvertedAttentionRouting` (its layer
     normalisation). Keras' notices about layers without int8
     (convolutions, normalisations) are not repeated: the returned names
     say what was quantized. The routing maths stays float32.
