@@ -3,6 +3,8 @@
 
 import os
 
+from keras_caps.cli.argument_types import positive_int
+
 
 def add_export_command(commands):
     """Registers `export` and its handler on the subparsers `commands`."""
@@ -49,6 +51,21 @@ def add_export_command(commands):
                         "quantization; with --format litert only); the "
                         "routing, the squash and the activations stay "
                         "float32. Recorded in keras_caps_export.json.")
+    export.add_argument("--calibration-images", type=positive_int,
+                        default=None, metavar="N",
+                        help="With --quantize int8: also compute in 8 "
+                        "bits wherever LiteRT has an int8 kernel, the "
+                        "activations calibrated on N images drawn from "
+                        "the training data of the model's run (its "
+                        "metrics.json; a few hundred is plenty). The "
+                        "squash and the routing stay float32.")
+    export.add_argument("--data-dir", default=None,
+                        help="Where the run's training data is, for "
+                        "--calibration-images (as for `train`).")
+    export.add_argument("--no-download", dest="download",
+                        action="store_false",
+                        help="Never download the run's dataset for "
+                        "--calibration-images.")
     export.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="Precision of the served convolutions: "
                         "mixed_bfloat16 is faster on CPUs with "
@@ -72,23 +89,44 @@ def run_export(args):
     # the (slow) model load, with what to install or use instead.
     check_export_support(args.format, precision=args.precision)
     check_quantize(args.quantize, args.format)
+    if args.calibration_images is not None and args.quantize != "int8":
+        raise ValueError(
+            "`--calibration-images` calibrates 8-bit activations: add "
+            "`--quantize int8` (with `--format litert`). Received: "
+            f"--calibration-images {args.calibration_images} without "
+            "--quantize")
     _refuse_run_artifact(args.export_dir)
     # Checked before the (slow) model load as well as by the export.
     check_export_target(args.export_dir, overwrite=args.overwrite,
                         model_path=args.model_path)
     class_names = find_class_names(args.model_path)
-    export_inference_model(load_model_file(args.model_path,
-                                           "--model-path"),
-                           args.export_dir,
+    model = load_model_file(args.model_path, "--model-path")
+    export_inference_model(model, args.export_dir,
                            reconstruction=args.reconstruction,
                            precision=args.precision,
                            overwrite=args.overwrite,
                            model_path=args.model_path,
                            input_range=args.input_range,
                            class_names=class_names, format=args.format,
-                           quantize=args.quantize)
+                           quantize=args.quantize,
+                           representative_images=_calibration(args, model))
     print(f"Exported the inference model to {args.export_dir}")
     return 0
+
+
+def _calibration(args, model):
+    """The `--calibration-images` sample of the run's training images (in
+    the export's input range), or `None`."""
+    if args.calibration_images is None:
+        return None
+    from keras_caps.model_roles import image_input
+    from keras_caps.training.calibration_sample import calibration_images
+
+    images = calibration_images(
+        args.model_path, tuple(image_input(model).shape[1:]),
+        args.calibration_images, data_dir=args.data_dir,
+        download=args.download)
+    return images / 255.0 if args.input_range == "unit" else images
 
 
 def _refuse_run_artifact(export_dir):

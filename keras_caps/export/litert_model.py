@@ -11,13 +11,15 @@ import warnings
 
 import numpy as np
 
+from keras_caps.export.calibration import convert_calibrated_int8
 from keras_caps.export.serving_graph import output_shapes
 from keras_caps.export.serving_graph import serving_graph
 from keras_caps.inference.export_runners import LITERT_FILE
 from keras_caps.inference.export_runners import litert_interpreter
 
 
-def write_litert(model, folder, input_range, quantize=None):
+def write_litert(model, folder, input_range, quantize=None,
+                 representative_images=None):
     """Writes `model` (a serving model) to `folder/model.tflite`.
 
     The graph is `serving_graph`'s: `image`, float32 `(batch, height,
@@ -33,11 +35,21 @@ def write_litert(model, folder, input_range, quantize=None):
             the capsule layers' vote kernels in 8 bits with per-channel
             scales (dynamic-range quantization); activations, the routing
             and the squash stay float32.
+        representative_images: `None`, or with `quantize="int8"` a float32
+            array `(count, height, width, channels)` in the export's input
+            range (checked by `check_representative_images`): the
+            converter calibrates on them and computes in 8 bits wherever
+            LiteRT has an int8 kernel (full-integer quantization with
+            float fallback); the divisions (the squash's, the softmax's)
+            and the operations without int8 kernels stay float32, with
+            quantize and dequantize steps between (`calibration`).
 
     Returns:
         `None`, or with `quantize="int8"` the marker's `"quantization"`
-        record: the mode, float32 activations, and the names of the weight
-        tensors stored in 8 bits.
+        record: the mode, the activations (`"float32"`, or `"int8"` with
+        the number of calibration images), the names of the weight
+        tensors stored in 8 bits, and how many operations of each kind
+        compute in int8 and in float32.
 
     Raises:
         ValueError: the converted model does not have the expected input
@@ -47,37 +59,71 @@ def write_litert(model, folder, input_range, quantize=None):
 
     shapes = output_shapes(model)
     graph = serving_graph(model, input_range, shapes)
-    options = {}
-    if quantize == "int8":
-        options["optimizations"] = [tf.lite.Optimize.DEFAULT]
+    image_shape = tuple(model.inputs[0].shape[1:])
     path = os.path.join(folder, LITERT_FILE)
-    with warnings.catch_warnings():
-        # The converter's deprecation notices say nothing about the model,
-        # which is checked below.
-        warnings.simplefilter("ignore")
-        graph.export(path, format="litert", verbose=False, **options)
-    interpreter = _check_signature(path, tuple(model.inputs[0].shape[1:]),
-                                   shapes)
+    if representative_images is not None:
+        with open(path, "wb") as file:
+            file.write(convert_calibrated_int8(graph, image_shape,
+                                               representative_images))
+    else:
+        options = {}
+        if quantize == "int8":
+            options["optimizations"] = [tf.lite.Optimize.DEFAULT]
+        with warnings.catch_warnings():
+            # The converter's deprecation notices say nothing about the
+            # model, which is checked below.
+            warnings.simplefilter("ignore")
+            graph.export(path, format="litert", verbose=False, **options)
+    _check_signature(path, image_shape, shapes)
     if quantize is None:
         return None
-    return {"quantization": {
-        "mode": quantize, "activations": "float32",
-        # The weight tensors stored in 8 bits, by the converter's names
-        # (they name the Keras layers they come from).
-        "int8_weights": sorted(
-            detail["name"] for detail in interpreter.get_tensor_details()
-            if detail["dtype"] == np.int8)}}
+    record = {"mode": quantize, "activations": "float32"}
+    if representative_images is not None:
+        record.update(activations="int8",
+                      calibration_images=len(representative_images))
+    # A new interpreter: once run, LiteRT lists the delegated operations
+    # as one `DELEGATE` each.
+    return {"quantization": {**record,
+                             **_quantized_parts(_interpreter(path))}}
+
+
+def _quantized_parts(interpreter):
+    """What the converter stored and computes in 8 bits: the weight
+    tensors (by the converter's names, which name the Keras layers they
+    come from) and, by kind, the operations whose outputs are int8 or
+    float32 (quantize and dequantize steps left out)."""
+    tensors = interpreter.get_tensor_details()
+    dtypes = {detail["index"]: detail["dtype"] for detail in tensors}
+    operations = {"int8_ops": {}, "float32_ops": {}}
+    details = interpreter._get_ops_details()
+    # A weight is an operation's input that no operation computes (the
+    # image input is float32).
+    computed = {int(index) for operation in details
+                for index in operation["outputs"]}
+    consumed = {int(index) for operation in details
+                for index in operation["inputs"]}
+    for operation in details:
+        name = operation["op_name"]
+        if name in ("QUANTIZE", "DEQUANTIZE") or not len(
+                operation["outputs"]):
+            continue
+        dtype = dtypes.get(int(operation["outputs"][0]))
+        kind = {np.int8: "int8_ops", np.float32: "float32_ops"}.get(dtype)
+        if kind is not None:
+            operations[kind][name] = operations[kind].get(name, 0) + 1
+    weights = sorted(detail["name"] for detail in tensors
+                     if detail["dtype"] == np.int8
+                     and detail["index"] in consumed - computed)
+    return {"int8_weights": weights,
+            **{kind: dict(sorted(counts.items()))
+               for kind, counts in operations.items()}}
 
 
 def _check_signature(path, image_shape, shapes):
     """Checks the converted file: LiteRT's own kernels run it, with one
     `image` input with a dynamic batch and the outputs of `shapes`, in
     order."""
-    interpreter = litert_interpreter(path)
-    if interpreter is None:  # No ai-edge-litert: TensorFlow's own.
-        import tensorflow as tf
-
-        interpreter = tf.lite.Interpreter(model_path=path)
+    interpreter = _interpreter(path)
     _check_builtin_kernels(interpreter, image_shape)
     signature = interpreter.get_signature_runner()
     inputs = signature.get_input_details()
@@ -97,6 +143,17 @@ def _check_signature(path, image_shape, shapes):
         raise ValueError(
             f"The LiteRT converter wrote the outputs {received}; expected "
             f"{expected} ({list(shapes)}).")
+    return interpreter
+
+
+def _interpreter(path):
+    """LiteRT's interpreter of the file `path` (TensorFlow's own without
+    ai-edge-litert)."""
+    interpreter = litert_interpreter(path)
+    if interpreter is None:
+        import tensorflow as tf
+
+        interpreter = tf.lite.Interpreter(model_path=path)
     return interpreter
 
 

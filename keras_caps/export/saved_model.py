@@ -16,6 +16,7 @@ import time
 import keras
 
 from keras_caps import model_roles as roles
+from keras_caps.export.calibration import check_representative_images
 from keras_caps.export.export_support import FLOAT32_FORMATS
 from keras_caps.export.export_support import check_export_support
 from keras_caps.export.export_support import check_quantize
@@ -40,7 +41,8 @@ INPUT_RANGES = ("pixels", "unit")
 def export_inference_model(model, path, reconstruction=False, precision=None,
                            overwrite=False, model_path=None,
                            input_range="pixels", class_names=None,
-                           format="saved_model", quantize=None):
+                           format="saved_model", quantize=None,
+                           representative_images=None):
     """Exports the inference graph of `model` as a SavedModel, or in ONNX,
     LiteRT or OpenVINO.
 
@@ -117,6 +119,13 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
         quantize: `None` or `"int8"` (LiteRT only): 8-bit weights with
             per-channel scales, float32 activations; the marker records the
             8-bit weight tensors.
+        representative_images: `None`, or with `quantize="int8"` images
+            `(count, height, width, channels)` in the export's
+            `input_range`, a sample of the training images (a few
+            hundred): they calibrate 8-bit activations, used wherever
+            LiteRT has an int8 kernel (the squash and the routing stay
+            float32). The marker records the operations computing in
+            int8 and in float32.
 
     Returns:
         The exported inference model (a `keras.Model`).
@@ -127,7 +136,9 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
             model without a decoder; an unknown `input_range` or
             `format`; a format this backend or installation cannot write
             (see `check_export_support`), or `format="onnx"` with a 16-bit
-            `precision`. Checked before anything is written.
+            `precision`; `representative_images` without
+            `quantize="int8"`, of another shape than the model's input or
+            outside `input_range`. Checked before anything is written.
         OSError: the export could not be written (a full or read-only
             disk); its `filename` is `path`. Nothing is left beside `path`,
             and a previous export there stays as it was.
@@ -145,6 +156,9 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     check_choice("input_range", input_range, INPUT_RANGES)
     check_export_support(format, precision=precision)
     check_quantize(quantize, format)
+    representative_images = check_representative_images(
+        representative_images, quantize,
+        tuple(roles.image_input(model).shape[1:]), input_range)
     if format == "onnx":
         check_onnx_convertible(model)
     if format in FLOAT32_FORMATS:
@@ -159,7 +173,7 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
                              else os.path.abspath(model_path)),
               "input_range": input_range, "format": format,
               "outputs": list(output_shapes(model))}
-    write = _writer(format, quantize)
+    write = _writer(format, quantize, representative_images)
     try:
         _stage_and_replace(model, os.path.abspath(path), input_range,
                            record, class_names, lambda: check_export_target(
@@ -170,14 +184,16 @@ def export_inference_model(model, path, reconstruction=False, precision=None,
     return model
 
 
-def _writer(format, quantize):
+def _writer(format, quantize, representative_images):
     """`write(model, folder, input_range)` for `format`."""
     if format == "onnx":
         return write_onnx
     if format == "openvino":
         return write_openvino
     if format == "litert":
-        return functools.partial(write_litert, quantize=quantize)
+        return functools.partial(
+            write_litert, quantize=quantize,
+            representative_images=representative_images)
     return _write_saved_model
 
 

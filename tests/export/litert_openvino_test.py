@@ -207,6 +207,14 @@ def test_int8_litert_stores_8_bit_weights_close_to_the_float_model(
     (["--format", "openvino", "--precision", "mixed_bfloat16"],
      "OpenVINO export computes in float32"),
     (["--format", "tflite"], "invalid choice: 'tflite'"),
+    (["--format", "litert", "--calibration-images", "8"],
+     "`--calibration-images` calibrates 8-bit activations: add "
+     "`--quantize int8`"),
+    (["--format", "litert", "--quantize", "int8", "--calibration-images",
+      "0"], "expected a positive integer, received '0'"),
+    # A model without its run's metrics.json: no training images known.
+    (["--format", "litert", "--quantize", "int8", "--calibration-images",
+      "8"], "metrics.json beside it, which is missing"),
 ])
 def test_refused_exports_write_nothing(tmp_path, arguments, message):
     model_path = str(tmp_path / "model.keras")
@@ -228,19 +236,28 @@ def test_refused_exports_write_nothing(tmp_path, arguments, message):
 
 
 
-def test_evaluate_scores_each_export_as_its_keras_model(tmp_path):
-    # `keras-caps evaluate --model-path EXPORT` on a run's test set: every
-    # format gives the .keras model's accuracy (the same predictions up
-    # to float rounding) on the same images.
-    data_dir = write_idx_dataset(str(tmp_path / "mnist"),
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """`(model_path, data_dir)` of a two-step `keras-caps train` run on
+    MNIST-format digits, with its run records beside the model."""
+    folder = tmp_path_factory.mktemp("trained_run")
+    data_dir = write_idx_dataset(str(folder / "mnist"),
                                  synthetic_digits(64), synthetic_digits(24))
-    run = str(tmp_path / "run")
+    run = str(folder / "run")
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["train", "--model", "efficient_capsnet",
                      "--data-dir", data_dir, "--epochs", "1",
                      "--steps-per-epoch", "2", "--batch-size", "8",
                      "--output-dir", run]) == 0
-    model_path = os.path.join(run, "model.keras")
+    return os.path.join(run, "model.keras"), data_dir
+
+
+def test_evaluate_scores_each_export_as_its_keras_model(tmp_path,
+                                                        trained_run):
+    # `keras-caps evaluate --model-path EXPORT` on a run's test set: every
+    # format gives the .keras model's accuracy (the same predictions up
+    # to float rounding) on the same images.
+    model_path, data_dir = trained_run
     records = {}
     for export_format in ("keras", "saved_model", "onnx", "litert",
                           "openvino"):
@@ -268,3 +285,79 @@ def test_evaluate_scores_each_export_as_its_keras_model(tmp_path):
                      str(tmp_path / "export_onnx"), "--data-dir", data_dir,
                      "--noise", "0.1"]) == 2
     assert "scored on the clean test set only" in stderr.getvalue()
+
+
+def test_calibrated_int8_litert_computes_in_8_bits_but_divides_in_float(
+        tmp_path, trained_run):
+    # `--calibration-images`: 8-bit activations wherever LiteRT has int8
+    # kernels, calibrated on the run's training images; the squash's
+    # divisions stay float32, so a blank image (capsule lengths 0) runs.
+    model_path, data_dir = trained_run
+    folder = str(tmp_path / "export")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["export", "--model-path", model_path, "--export-dir",
+                     folder, "--format", "litert", "--quantize", "int8",
+                     "--calibration-images", "16", "--data-dir",
+                     data_dir]) == 0
+    with open(os.path.join(folder, "keras_caps_export.json")) as file:
+        quantization = json.load(file)["quantization"]
+    assert (quantization["activations"],
+            quantization["calibration_images"]) == ("int8", 16)
+    assert {"CONV_2D", "BATCH_MATMUL"} <= set(quantization["int8_ops"])
+    assert "DIV" in quantization["float32_ops"]
+    assert "DIV" not in quantization["int8_ops"]
+    assert quantization["int8_weights"]
+    model = keras.saving.load_model(model_path)
+    images = np.concatenate([_images((28, 28, 1)),
+                             np.zeros((1, 28, 28, 1), "float32")])
+    expected = _keras_outputs(model, images, False)
+    served = ExportedClassifier(folder)(images)
+    # 8-bit activations move the capsule lengths (in [0, 1]) by a few
+    # hundredths at most, the blank image's too (no division by zero).
+    _check_served({"length": served["length"][:-1]},
+                  {"length": expected["length"][:-1]}, 5e-2)
+    np.testing.assert_allclose(served["length"][-1],
+                               expected["length"][-1], atol=5e-2)
+
+
+def test_calibration_sample_is_seeded_training_images(trained_run):
+    from keras_caps.datasets import idx
+    from keras_caps.training.calibration_sample import calibration_images
+
+    model_path, data_dir = trained_run
+    draws = [calibration_images(model_path, (28, 28, 1), 10,
+                                data_dir=data_dir, seed=seed)
+             for seed in (0, 0, 1)]
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert not np.array_equal(draws[0], draws[2])
+    training = idx.read_idx_dataset(data_dir)["train"][0].reshape(
+        64, -1).astype("float32")
+    for image in draws[0]:  # Each is a distinct training image.
+        assert (training == image.reshape(-1)).all(axis=1).sum() >= 1
+    assert len({image.tobytes() for image in draws[0]}) == 10
+    # More than the split holds: all of them, once.
+    assert len(calibration_images(model_path, (28, 28, 1), 500,
+                                  data_dir=data_dir)) == 64
+
+
+@pytest.mark.parametrize("images, options, message", [
+    (np.zeros((4, 8, 8, 1)), {}, r"shape \(count, 16, 16, 1\)\. "
+     r"Received: shape \(4, 8, 8, 1\)"),
+    (np.zeros((0, 16, 16, 1)), {}, "holds no images"),
+    (np.full((4, 16, 16, 1), 0.5), {}, "look scaled to"),
+    (np.full((4, 16, 16, 1), 200.0), {"input_range": "unit"},
+     r"input_range='unit': \[0, 1\]"),
+    (np.full((4, 16, 16, 1), np.nan), {}, "NaN or infinite"),
+    (np.array([["a"] * 16] * 16), {}, "numeric images"),
+    (np.zeros((4, 16, 16, 1)), {"quantize": None},
+     "need quantize='int8'"),
+])
+def test_bad_representative_images_are_refused_before_writing(
+        tmp_path, images, options, message):
+    model = EfficientCapsNet("mnist", input_shape=_SHAPE,
+                             reconstruction=False)
+    options = {"format": "litert", "quantize": "int8", **options}
+    with pytest.raises(ValueError, match=message):
+        export_inference_model(model, str(tmp_path / "export"),
+                               representative_images=images, **options)
+    assert os.listdir(tmp_path) == []
