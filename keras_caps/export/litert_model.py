@@ -38,11 +38,11 @@ def write_litert(model, folder, input_range, quantize=None,
         representative_images: `None`, or with `quantize="int8"` a float32
             array `(count, height, width, channels)` in the export's input
             range (checked by `check_representative_images`): the
-            converter calibrates on them and computes in 8 bits wherever
-            LiteRT has an int8 kernel (full-integer quantization with
-            float fallback); the divisions (the squash's, the softmax's)
-            and the operations without int8 kernels stay float32, with
-            quantize and dequantize steps between (`calibration`).
+            converter calibrates on them and the convolutions, dense
+            layers and matrix products (the votes) compute in 8 bits; the
+            routing's element-wise maths (softmaxes, the squash, EM's
+            statistics) stays float32, with quantize and dequantize steps
+            between (`calibration.INT8_OPS`).
 
     Returns:
         `None`, or with `quantize="int8"` the marker's `"quantization"`
