@@ -39,6 +39,53 @@ def test_evaluate_writes_metrics(saved_model_and_data, tmp_path, capsys):
     assert json.loads(printed[printed.index("{"):]) == record
 
 
+def test_evaluate_writes_a_class_report(saved_model_and_data, tmp_path,
+                                       capsys):
+    model_path, data_dir = saved_model_and_data
+    folder = tmp_path / "report"
+    arguments = ["evaluate", "--model-path", model_path, "--dataset",
+                 "mnist", "--data-dir", data_dir, "--batch-size", "8",
+                 "--class-report", str(folder)]
+    assert cli.main(arguments) == 0
+    printed = capsys.readouterr().out
+    record = json.loads(printed[printed.index("{"):])
+    assert sorted(os.listdir(folder)) == ["class_report.json",
+                                          "confusion_matrix.png"]
+    with open(folder / "class_report.json") as file:
+        report = json.load(file)
+    matrix = np.array(report["confusion_matrix"])
+    # Every test image, once; the diagonal is the accuracy Keras reports.
+    assert matrix.shape == (10, 10) and matrix.sum() == 24
+    assert report["accuracy"] == pytest.approx(
+        record["test"]["length_accuracy"])
+    assert [entry["class"] for entry in report["classes"]] == [
+        str(index) for index in range(10)]
+    assert record["class_report"]["macro"] == report["macro"]
+    # A second report into the same folder is refused: nothing replaced.
+    written = (folder / "class_report.json").read_bytes()
+    assert cli.main(arguments) == 2
+    assert "never replaced" in capsys.readouterr().err
+    assert (folder / "class_report.json").read_bytes() == written
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--dataset", "multi_mnist"], "one class per image"),
+    (["--class-report-file"], "is a file"),
+])
+def test_evaluate_refuses_a_class_report_it_cannot_write(
+        saved_model_and_data, tmp_path, capsys, flags, message):
+    model_path, data_dir = saved_model_and_data
+    folder = tmp_path / "report"
+    if flags == ["--class-report-file"]:
+        folder.write_text("notes")
+        flags = []
+    assert cli.main(["evaluate", "--model-path", model_path, "--data-dir",
+                     data_dir, "--class-report", str(folder),
+                     *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not folder.is_dir()
+
+
 def test_export_serves_raw_images(saved_model_and_data, tmp_path):
     model_path, _ = saved_model_and_data
     export_dir = str(tmp_path / "exported")

@@ -9,6 +9,10 @@ from keras_caps.cli.argument_types import positive_int
 from keras_caps.cli.attack_arguments import add_attack_arguments
 from keras_caps.cli.attack_arguments import check_attack_images_flag
 from keras_caps.cli.attack_arguments import requested_attacks
+from keras_caps.cli.class_report_files import CLASS_REPORT_FILE
+from keras_caps.cli.class_report_files import CONFUSION_FIGURE
+from keras_caps.cli.class_report_files import check_class_report_folder
+from keras_caps.cli.class_report_files import write_class_report
 from keras_caps.cli.shared_arguments import add_corruption_arguments
 from keras_caps.cli.shared_arguments import add_data_arguments
 from keras_caps.cli.shared_arguments import add_user_data_arguments
@@ -61,6 +65,15 @@ def add_evaluate_command(commands):
                           "(a new file, or one an earlier `keras-caps "
                           "evaluate --output` wrote; any other file is "
                           "never replaced).")
+    evaluate.add_argument("--class-report", default=None, metavar="DIR",
+                          help="Also write per-class precision, recall, "
+                          "F1 and support, their macro and weighted "
+                          "averages and the confusion matrix to "
+                          f"DIR/{CLASS_REPORT_FILE}, and the confusion "
+                          f"matrix as a figure to DIR/{CONFUSION_FIGURE} "
+                          "(needs matplotlib: pip install "
+                          "'keras-caps[plot]'). Files already there are "
+                          "never replaced.")
     add_corruption_arguments(evaluate)
     add_attack_arguments(evaluate)
     evaluate.add_argument("--adapt-batchnorm", action="store_true",
@@ -92,6 +105,9 @@ def run_evaluate(args):
         _check_attack_arguments(args, attacks)
     options = dataset_options(args)
     record = _evaluate_clean(args, options)
+    if args.class_report:
+        record["class_report"] = write_class_report(
+            args.class_report, record["class_report"])
     if corruptions or attacks:
         from keras_caps.evaluation import evaluate_robustness
 
@@ -113,6 +129,9 @@ def run_evaluate(args):
 def _check_evaluate_arguments(args, corruptions):
     if args.output:
         check_output_path(args.output, EVALUATE_MARK, "--output")
+    if args.class_report:
+        check_class_report_folder(args.class_report, args.dataset,
+                                  args.weights)
     user_data = is_user_dataset(args.dataset)
     if user_data and args.weights:
         raise ValueError(
@@ -232,12 +251,12 @@ def _evaluate_clean(args, options):
             args.model_path, args.dataset, batch_size=args.batch_size,
             data_dir=args.data_dir, seed=args.seed,
             dataset_options=options, download=args.download,
-            **user_data_options(args))
+            class_report=bool(args.class_report), **user_data_options(args))
     return training.evaluate(
         args.model_path, args.dataset, batch_size=args.batch_size,
         data_dir=args.data_dir, seed=args.seed,
         dataset_options=options, download=args.download,
-        **user_data_options(args))
+        class_report=bool(args.class_report), **user_data_options(args))
 
 
 def _write_output(path, record):

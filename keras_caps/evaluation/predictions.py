@@ -56,6 +56,7 @@ import zipfile
 import numpy as np
 
 from keras_caps.runs.atomic_files import write_atomically
+from keras_caps.training.class_report import confusion_matrix
 
 PREDICTIONS_FILE = "predictions.npz"
 CONFUSION_FILE = "confusion.npz"
@@ -98,26 +99,6 @@ def majority_share(predicted):
     if predicted.size == 0:
         return float("nan")
     return float(np.bincount(predicted).max() / predicted.size)
-
-
-def confusion_matrix(labels, predicted, num_classes):
-    """Counts of true class (rows) against predicted class (columns).
-
-    Example:
-
-    >>> confusion_matrix([0, 1, 1], [0, 0, 1], 2).tolist()
-    [[1, 0], [1, 1]]
-    """
-    labels = np.asarray(labels).astype("int64")
-    predicted = np.asarray(predicted).astype("int64")
-    if labels.shape != predicted.shape:
-        raise ValueError(
-            "Expected as many predictions as labels. Received: "
-            f"labels of shape {labels.shape}, predictions of shape "
-            f"{predicted.shape}")
-    flat = labels * num_classes + predicted
-    return np.bincount(flat, minlength=num_classes * num_classes).reshape(
-        num_classes, num_classes)
 
 
 def labels_of(key, available=None):

@@ -17,6 +17,8 @@ from keras_caps import datasets
 from keras_caps.datasets.user_data.user_dataset import is_user_dataset
 from keras_caps.inference import ExportedClassifier
 from keras_caps.inference import check_pixel_range
+from keras_caps.training.class_evaluation import report_with_names
+from keras_caps.training.class_report import MULTI_LABEL_DATASETS
 from keras_caps.training.data_batches import numpy_batches
 from keras_caps.training.hardware import describe_hardware
 from keras_caps.training.run_evaluation import evaluation_data
@@ -24,15 +26,11 @@ from keras_caps.training.run_evaluation import read_run_record
 from keras_caps.training.user_data import refuse_read_options
 from keras_caps.validation import check_known_name
 
-# Datasets whose images hold more than one class (their accuracy is not
-# the argmax's): evaluated with the `.keras` file.
-_MULTI_LABEL = ("multi_mnist",)
-
 
 def evaluate_export(export_path, dataset, *, batch_size=16, data_dir=None,
                     seed=42, dataset_options=None, download=True,
                     image_size=None, color_mode=None, test_dir=None,
-                    test_share=None):
+                    test_share=None, class_report=False):
     """The test accuracy of the export at `export_path` on `dataset`.
 
     The export runs in its own runtime (`ExportedClassifier`: TensorFlow,
@@ -41,11 +39,13 @@ def evaluate_export(export_path, dataset, *, batch_size=16, data_dir=None,
     `keras_caps.training.evaluate`'s; the test split and a user's read
     options come from the run record of the model the export was made
     from (beside its `.keras` file), and a folder's test share is refused
-    without it, as for the `.keras` file.
+    without it, as for the `.keras` file. `class_report=True` adds the
+    per-class report of `evaluate(..., class_report=True)`.
 
     Returns:
         dict: `{"model_path", "export_format", "dataset", "test":
-        {"accuracy"}, "test_images", "hardware", "backend"}`.
+        {"accuracy"}, "test_images", "hardware", "backend"}` (and
+        `"class_report"`).
 
     Raises:
         ValueError: not an unchanged export of keras_caps, a multi-digit
@@ -60,7 +60,7 @@ def evaluate_export(export_path, dataset, *, batch_size=16, data_dir=None,
     ```
     """
     classifier = ExportedClassifier(export_path, "model_path")
-    if dataset in _MULTI_LABEL:
+    if dataset in MULTI_LABEL_DATASETS:
         raise ValueError(
             f"An export is scored by its highest class score, which does "
             f"not score {dataset!r}'s two digits per image: evaluate the "
@@ -86,33 +86,38 @@ def evaluate_export(export_path, dataset, *, batch_size=16, data_dir=None,
                              data_dir=data_dir, seed=seed,
                              reconstruction=False, download=download,
                              **options)
-    correct, count = _score(classifier, test, dataset)
-    return {"model_path": os.path.abspath(export_path),
-            "export_format": classifier.export_format,
-            "dataset": dataset, "test": {"accuracy": correct / count},
-            "test_images": count, "hardware": describe_hardware(),
-            "backend": keras.backend.backend()}
+    labels, predicted = _classes(classifier, test, dataset)
+    record = {"model_path": os.path.abspath(export_path),
+              "export_format": classifier.export_format,
+              "dataset": dataset,
+              "test": {"accuracy": float(np.mean(labels == predicted))},
+              "test_images": len(labels), "hardware": describe_hardware(),
+              "backend": keras.backend.backend()}
+    if class_report:
+        record["class_report"] = report_with_names(
+            labels, predicted, export_path, classifier.num_classes)
+    return record
 
 
-def _score(classifier, test, dataset):
-    """`(right, images)` of `classifier` on the batches `test`."""
-    correct = count = 0
-    for images, labels in numpy_batches(test):
+def _classes(classifier, test, dataset):
+    """`(labels, predicted)`: the true and the predicted class of every
+    image of the batches `test`, by `classifier`."""
+    labels, predicted = [], []
+    for images, one_hot in numpy_batches(test):
         images = np.asarray(keras.tree.flatten(images)[0], "float32")
-        if count == 0:
+        if not labels:
             check_pixel_range(images, f"the {dataset!r} test images")
-        labels = np.asarray(labels)
-        if labels.shape[-1] != classifier.num_classes:
+        one_hot = np.asarray(one_hot)
+        if one_hot.shape[-1] != classifier.num_classes:
             raise ValueError(
-                f"The dataset has {labels.shape[-1]} classes but the export "
-                f"outputs {classifier.num_classes} class scores.")
+                f"The dataset has {one_hot.shape[-1]} classes but the "
+                f"export outputs {classifier.num_classes} class scores.")
         scores = classifier(images)[classifier.score_name]
-        correct += int(np.sum(np.argmax(scores, -1)
-                              == np.argmax(labels, -1)))
-        count += len(images)
-    if count == 0:
+        labels.append(np.argmax(one_hot, -1))
+        predicted.append(np.argmax(scores, -1))
+    if not labels:
         raise ValueError(f"The {dataset!r} test split holds no images.")
-    return correct, count
+    return np.concatenate(labels), np.concatenate(predicted)
 
 
 def _source_model(classifier):

@@ -20,6 +20,8 @@ from keras_caps.inference import check_pixel_range
 from keras_caps.inference import load_model_file
 from keras_caps.runs.record_files import UnreadableRecordError
 from keras_caps.runs.record_files import read_json_record
+from keras_caps.training.class_evaluation import keras_class_report
+from keras_caps.training.class_report import check_single_label
 from keras_caps.training.data_batches import first_batch
 from keras_caps.training.hardware import describe_hardware
 from keras_caps.training.model_building import check_batches
@@ -32,7 +34,8 @@ from keras_caps.validation import check_known_name
 
 def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
              dataset_options=None, download=True, image_size=None,
-             color_mode=None, test_dir=None, test_share=None):
+             color_mode=None, test_dir=None, test_share=None,
+             class_report=False):
     """Evaluates a saved `.keras` model on the test split of `dataset`.
 
     When the model comes from `train` (a `metrics.json` beside it), the
@@ -49,13 +52,22 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     size and colour mode. Images or classes that differ from the model's
     (its input shape, the `class_names.json` beside it) are refused.
 
+    With `class_report=True` the record also holds `"class_report"`:
+    per-class precision, recall, F1 and support, their averages and the
+    confusion matrix (`keras_caps.training.class_report`), named with
+    the `class_names.json` beside the model (else the class ids); refused
+    for MultiMNIST, whose images hold two classes.
+
     Example:
 
     ```python
-    record = evaluate("runs/cats/model.keras", "folder:my_images")
-    record["test"]["accuracy"]
+    record = evaluate("runs/cats/model.keras", "folder:my_images",
+                      class_report=True)
+    record["test"]["accuracy"], record["class_report"]["macro"]["f1"]
     ```
     """
+    if class_report:
+        check_single_label(dataset, "`class_report`")
     read_options = {"image_size": image_size, "color_mode": color_mode,
                     "test_dir": test_dir, "test_share": test_share}
     if not is_user_dataset(dataset):
@@ -94,6 +106,9 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
               and roles.IMAGE in inputs else keras.tree.flatten(inputs)[0])
     check_pixel_range(np.asarray(images), f"the {dataset!r} test images")
     metrics = network.evaluate(test, return_dict=True, verbose=0)
+    if class_report:
+        result["class_report"] = keras_class_report(network, test,
+                                                    model_path)
     return {**result, "hardware": describe_hardware(),
             "backend": keras.backend.backend(),
             "test": {key: float(value) for key, value in metrics.items()}}

@@ -17,6 +17,8 @@ numbers behind each figure.
 - `plot_credit_overlays`: the credit of each image position for a class
   through `VectorRouting` layers, over the image.
 - `plot_training_curves`: loss and accuracy per epoch from `history.csv`.
+- `plot_confusion_matrix`: a class report's confusion matrix
+  (`keras-caps evaluate --class-report`).
 
 `keras-caps plot <kind>` writes the same figures as PNG files
 (`plot_to_file`).
@@ -28,6 +30,9 @@ from keras_caps.visualization.capsule_perturbation_grid import (
 )
 from keras_caps.visualization.capsule_perturbation_grid import (
     plot_capsule_perturbations,
+)
+from keras_caps.visualization.confusion_matrix_figure import (
+    plot_confusion_matrix,
 )
 from keras_caps.visualization.credit_overlays import credit_maps
 from keras_caps.visualization.credit_overlays import plot_credit_overlays
