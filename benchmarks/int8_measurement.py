@@ -5,6 +5,7 @@ Used by `litert_int8.py` (LiteRT exports) and `keras_int8.py` (Keras
 models quantized with `keras_caps.inference.quantize_int8`).
 """
 
+import argparse
 import json
 import os
 import platform
@@ -14,6 +15,44 @@ import time
 
 import keras
 import numpy as np
+
+from keras_caps.datasets import idx
+
+
+def benchmark_arguments(description, repeats):
+    """The `argparse` parser of the flags both benchmarks take
+    (`--model-path`, `--data-dir`, `--output`, `--batch-size`,
+    `--repeats`, defaulting to `repeats`); each adds its own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    return parser
+
+
+def check_new_output(parser, args):
+    """Refuses an `--output` that exists: records are never replaced."""
+    if os.path.exists(args.output):
+        parser.error(f"--output {args.output!r} exists; choose a new file")
+
+
+def mnist_test_set(data_dir):
+    """`(images, labels)`: the MNIST-format test set of `data_dir`, images
+    float32 `(count, 28, 28, 1)` in raw pixels."""
+    images, labels = idx.read_idx_dataset(data_dir)["test"]
+    return images[..., None].astype("float32"), labels
+
+
+def keras_scores(served):
+    """`predict(batch)` -> the class scores of the Keras model `served`
+    (its first output)."""
+    def predict(batch):
+        outputs = served.predict_on_batch(batch)
+        return (outputs[served.output_names[0]] if isinstance(outputs, dict)
+                else outputs)
+    return predict
 
 
 def predicted_classes(predict, images, batch_size):

@@ -19,19 +19,21 @@ inference model saved as a `.keras` file. Latency: the median of
 Writes a JSON record with the command, the hardware and every number.
 """
 
-import argparse
 import os
 import tempfile
 
 import keras
 from int8_measurement import alternated_latencies
+from int8_measurement import benchmark_arguments
+from int8_measurement import check_new_output
+from int8_measurement import keras_scores
 from int8_measurement import machine_record
+from int8_measurement import mnist_test_set
 from int8_measurement import predicted_classes
 from int8_measurement import write_record
 
 import keras_caps  # noqa: F401  (registers the layers for loading)
 from keras_caps.applications import inference_model
-from keras_caps.datasets import idx
 from keras_caps.inference import quantize_int8
 
 
@@ -42,28 +44,11 @@ def _served(model_path, quantize):
     return served, (quantize_int8(served) if quantize else [])
 
 
-def _scores(served):
-    """`predict(batch)` -> the class scores of `served`."""
-    def predict(batch):
-        outputs = served.predict_on_batch(batch)
-        return (outputs[served.output_names[0]] if isinstance(outputs, dict)
-                else outputs)
-    return predict
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model-path", required=True)
-    parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=100)
+    parser = benchmark_arguments(__doc__.split("\n")[0], repeats=100)
     args = parser.parse_args()
-    if os.path.exists(args.output):
-        parser.error(f"--output {args.output!r} exists; choose a new file")
-
-    images, labels = idx.read_idx_dataset(args.data_dir)["test"]
-    images = images[..., None].astype("float32")
+    check_new_output(parser, args)
+    images, labels = mnist_test_set(args.data_dir)
     models, quantized, sizes = {}, {}, {}
     folder = tempfile.mkdtemp()
     for name in ("float32", "int8"):
@@ -72,13 +57,13 @@ def main():
         path = os.path.join(folder, f"{name}.keras")
         models[name].save(path)
         sizes[name] = os.path.getsize(path)
-    predictions = {name: predicted_classes(_scores(served), images,
+    predictions = {name: predicted_classes(keras_scores(served), images,
                                            args.batch_size)
                    for name, served in models.items()}
     accuracy = {name: float((predicted == labels).mean())
                 for name, predicted in predictions.items()}
     latency = alternated_latencies(
-        {name: _scores(served) for name, served in models.items()},
+        {name: keras_scores(served) for name, served in models.items()},
         images[:1], args.repeats)
     write_record(args.output, {
         **machine_record(),

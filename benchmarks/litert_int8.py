@@ -24,19 +24,21 @@ machine load. Writes a JSON record with the command, the hardware and
 every number.
 """
 
-import argparse
 import os
 import tempfile
 
 import keras
 from int8_measurement import alternated_latencies
+from int8_measurement import benchmark_arguments
+from int8_measurement import check_new_output
+from int8_measurement import keras_scores
 from int8_measurement import machine_record
+from int8_measurement import mnist_test_set
 from int8_measurement import predicted_classes
 from int8_measurement import write_record
 
 import keras_caps  # noqa: F401  (registers the layers for loading)
 from keras_caps.applications import inference_model
-from keras_caps.datasets import idx
 from keras_caps.export import export_inference_model
 from keras_caps.inference import ExportedClassifier
 from keras_caps.training.calibration_sample import calibration_images
@@ -61,31 +63,12 @@ def _exports(model, calibration):
     return classifiers, sizes
 
 
-def _keras_scores(model):
-    """`predict(batch)` -> the class scores of `model`'s inference model."""
-    served = inference_model(model)
-
-    def predict(batch):
-        outputs = served.predict_on_batch(batch)
-        return (outputs[served.output_names[0]] if isinstance(outputs, dict)
-                else outputs)
-    return predict
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model-path", required=True)
-    parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=300)
+    parser = benchmark_arguments(__doc__.split("\n")[0], repeats=300)
     parser.add_argument("--calibration-images", type=int, default=500)
     args = parser.parse_args()
-    if os.path.exists(args.output):
-        parser.error(f"--output {args.output!r} exists; choose a new file")
-
-    images, labels = idx.read_idx_dataset(args.data_dir)["test"]
-    images = images[..., None].astype("float32")
+    check_new_output(parser, args)
+    images, labels = mnist_test_set(args.data_dir)
     model = keras.saving.load_model(args.model_path)
     classifiers, sizes = _exports(model, calibration_images(
         args.model_path, images.shape[1:], args.calibration_images,
@@ -94,7 +77,8 @@ def main():
                   for name, classifier in classifiers.items()}
     predictions = {name: predicted_classes(predict, images, args.batch_size)
                    for name, predict in
-                   {"keras": _keras_scores(model), **predictors}.items()}
+                   {"keras": keras_scores(inference_model(model)),
+                    **predictors}.items()}
     accuracy = {name: float((predicted == labels).mean())
                 for name, predicted in predictions.items()}
     latency = alternated_latencies(predictors, images[:1], args.repeats)

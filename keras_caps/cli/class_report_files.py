@@ -11,6 +11,7 @@ def check_class_report_folder(folder, dataset, weights):
     """Refuses, before anything is evaluated or written, a class report of
     official weights or of a multi-digit dataset, a folder that is a file
     or already holds a report's files, and a missing matplotlib."""
+    from keras_caps.runs.output_files import check_files_absent
     from keras_caps.training.class_report import check_single_label
     from keras_caps.visualization import _figures
 
@@ -24,13 +25,8 @@ def check_class_report_folder(folder, dataset, weights):
         raise ValueError(
             "--class-report names a folder to write the report in, but "
             f"{folder!r} is a file. Received: --class-report={folder!r}")
-    present = [name for name in (CLASS_REPORT_FILE, CONFUSION_FIGURE)
-               if os.path.lexists(os.path.join(folder, name))]
-    if present:
-        raise ValueError(
-            f"--class-report {folder!r} already holds {present}; they are "
-            "never replaced. Choose another folder, or move them. "
-            f"Received: --class-report={folder!r}")
+    check_files_absent(folder, (CLASS_REPORT_FILE, CONFUSION_FIGURE),
+                       "--class-report")
     try:
         _figures.require_matplotlib()
     except ImportError:

@@ -208,15 +208,11 @@ def _check_attack_arguments(args, attacks):
 def _check_predictions_dir(folder):
     """Refuses a `--predictions-dir` whose files would be replaced."""
     from keras_caps.evaluation import predictions
+    from keras_caps.runs.output_files import check_files_absent
 
-    present = [name for name in (predictions.PREDICTIONS_FILE,
-                                 predictions.CONFUSION_FILE)
-               if os.path.exists(os.path.join(folder, name))]
-    if present:
-        raise ValueError(
-            f"--predictions-dir {folder!r} already holds {present}; they "
-            "are not replaced. Choose another folder, or move them. "
-            f"Received: --predictions-dir={folder!r}")
+    check_files_absent(folder, (predictions.PREDICTIONS_FILE,
+                                predictions.CONFUSION_FILE),
+                       "--predictions-dir")
 
 
 def _refuse_user_data_flags(args):

@@ -77,6 +77,23 @@ def check_output_path(path, written_by, argument_name):
             f"writable folder. Received: {argument_name}={path!r}")
 
 
+def check_files_absent(folder, names, argument_name):
+    """Refuses a folder that already holds any of the files `names` a
+    command would write there: they are never replaced.
+
+    Example:
+
+    >>> check_files_absent("no/such/folder", ["report.json"], "--dir")
+    """
+    present = [name for name in names
+               if os.path.lexists(os.path.join(folder, name))]
+    if present:
+        raise ValueError(
+            f"{argument_name} {folder!r} already holds {present}; they are "
+            "never replaced. Choose another folder, or move them. "
+            f"Received: {argument_name}={folder!r}")
+
+
 def read_mark(path):
     """The `written_by` mark of the JSON or PNG file `path`, or `None`."""
     try:
