@@ -5,6 +5,7 @@ import os
 
 from keras_caps.cli.argument_types import int_list
 from keras_caps.cli.argument_types import name_list
+from keras_caps.cli.argument_types import positive_float
 from keras_caps.cli.argument_types import positive_int
 from keras_caps.cli.attack_arguments import add_attack_arguments
 from keras_caps.cli.attack_arguments import check_attack_images_flag
@@ -76,6 +77,15 @@ def _add_normalization_arguments(compare):
                          help="The stem's normalisation: batch (default) "
                          "or group (GroupNorm, 8 channels per group, no "
                          "batch statistics).")
+    compare.add_argument("--equivalence-margin", type=positive_float,
+                         default=None, metavar="POINTS",
+                         help="The largest accuracy difference from the "
+                         "reference, in points (0.5 = half a point), that "
+                         "counts as no difference; fix it before the "
+                         "comparison runs. results.md then tests every "
+                         "model and column for equivalence (two one-sided "
+                         "t-tests, Holm-corrected) and marks it with ≈. "
+                         "Recorded in compare.json; it changes no model.")
 
 
 def _add_recipe_arguments(compare):
@@ -157,7 +167,9 @@ def _settings(args):
         until_accuracy=args.until_accuracy,
         viewpoints=args.viewpoints, partners_per_digit=args.partners_per_digit,
         adapt_batchnorm=args.adapt_batchnorm,
-        stem_normalization=args.stem_normalization, attacks=attacks)
+        stem_normalization=args.stem_normalization, attacks=attacks,
+        equivalence_margin=(None if args.equivalence_margin is None
+                            else args.equivalence_margin / 100))
 
 
 def _print_unfinished(results, args, output_dir):

@@ -35,15 +35,17 @@ def _claim(output_dir, record):
         previous = read_record(
             path, "It holds the comparison's settings: restore it, or use "
             "another --output-dir. Nothing was overwritten.")
-        # `adapt_batchnorm` and the attacks change evaluations only:
-        # they may differ (the models are evaluated again).
+        # `adapt_batchnorm` and the attacks change evaluations only, and
+        # the equivalence margin the report only: they may differ (the
+        # models are evaluated or reported again).
+        report_only = ("attacks", "equivalence_margin")
         recipe = {key: value for key, value in
                   with_normalization_defaults(previous).items()
-                  if key != "attacks"}
+                  if key not in report_only}
         _check_same_comparison(output_dir, {
             **recipe, "adapt_batchnorm": record["adapt_batchnorm"],
-            **({"attacks": record["attacks"]} if "attacks" in record
-               else {})}, record)
+            **{key: record[key] for key in report_only if key in record}},
+            record)
         if previous != record:
             write_json_atomically(path, record)
         return

@@ -104,7 +104,8 @@ def results_record(runs, settings, reference=None):
             "routers": aggregated,
             "statistics": comparison_significance.reference_tests(
                 aggregated, runs, reference,
-                [key for key, _ in columns(settings)])}
+                [key for key, _ in columns(settings)],
+                margin=settings.equivalence_margin)}
 
 
 def aggregate(runs, settings):

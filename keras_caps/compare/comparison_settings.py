@@ -166,6 +166,12 @@ class ComparisonSettings:
             normalised by GroupNormalization).
         attacks: dict or `None`. Adversarial attacks on every model (see
             `keras_caps.evaluation.attack_evaluation.check_attacks`).
+        equivalence_margin: float in (0, 1) or `None`. The largest
+            accuracy difference from the reference called no difference
+            (0.005: half a point), fixed before the comparison runs: every
+            model × column cell also gets two one-sided tests (TOST) that
+            its difference lies inside it. It changes no model: a finished
+            comparison reports again with another margin.
         data: dict or `None`. The data's record (`resolve` fills it in):
             the data folder and each raw file's size and SHA-256, the TFDS
             dataset's name and version, or a user's dataset's source.
@@ -196,6 +202,7 @@ class ComparisonSettings:
     adapt_batchnorm: bool = False
     stem_normalization: str = "batch"
     attacks: dict | None = None
+    equivalence_margin: float | None = None
     data: dict | None = None
 
     def __post_init__(self):
@@ -215,6 +222,7 @@ class ComparisonSettings:
                             f"Received: evaluation_seed="
                             f"{self.evaluation_seed!r}")
         object.__setattr__(self, "evaluation_seed", int(self.evaluation_seed))
+        _check_equivalence_margin(self.equivalence_margin)
 
     def resolve(self, *, data_dir=None, download=True, read_options=None):
         """These settings checked against the data, with the preset's
@@ -353,7 +361,21 @@ _ALWAYS_RECORDED = ("routers", "dataset", "seeds", "epochs",
                     "steps_per_epoch", "batch_size", "validation",
                     "reconstruction", "corruptions", "evaluation_seed")
 _RECORDED_WHEN_SET = ("preset", "until_accuracy", "viewpoints",
-                      "partners_per_digit")
+                      "partners_per_digit", "equivalence_margin")
+
+
+def _check_equivalence_margin(margin):
+    """Refuses a margin that is not an accuracy difference in (0, 1)."""
+    if margin is None:
+        return
+    if (isinstance(margin, bool) or not isinstance(
+            margin, (int, float, np.floating))
+            or not 0.0 < float(margin) < 1.0):
+        raise ValueError(
+            "Received an invalid value for `equivalence_margin` "
+            "(--equivalence-margin, in points), expected an accuracy "
+            "difference in (0, 1), e.g. 0.005 for half a point. Received: "
+            f"equivalence_margin={margin!r}")
 
 
 def _refuse_adaptation_on_user_data(adapt_batchnorm, user_data):

@@ -95,7 +95,7 @@ def _correct(predictions, key, folder):
     return predictions[key] == labels
 
 
-def reference_tests(aggregated, runs, reference, keys):
+def reference_tests(aggregated, runs, reference, keys, margin=None):
     """Each model against `reference` on each column; see the module.
 
     Args:
@@ -106,6 +106,10 @@ def reference_tests(aggregated, runs, reference, keys):
             `"model_path"`): their folders hold the predictions.
         reference: str. A key of `aggregated`.
         keys: list of str. The column keys, clean first.
+        margin: float or `None`. The equivalence margin (accuracy, e.g.
+            0.005 for half a point): every cell also gets the two
+            one-sided tests that the difference lies inside `±margin`,
+            Holm-corrected as their own family.
 
     Returns:
         dict: `"reference"`, `"alpha"`, `"confidence"`, `"num_seeds"`,
@@ -113,9 +117,11 @@ def reference_tests(aggregated, runs, reference, keys):
         is no across-seed test, else `None`) and `"models"`: per other
         model and column key, `"difference"` (the mean and interval of
         the per-seed differences, model minus reference), `"t_test"`,
-        `"t_p_holm"`, `"sign_flip"`, `"holds"` and `"mcnemar"` (per
+        `"t_p_holm"`, `"sign_flip"`, `"holds"`, `"mcnemar"` (per
         seed: `"seed"`, `"b"`, `"c"`, `"p_value"`; `None` where the
-        predictions are missing).
+        predictions are missing) and, with a `margin`, `"equivalence"`
+        (`comparison_statistics.paired_equivalence_test`'s, with
+        `"p_holm"` and `"equivalent"`, else `None`); and `"margin"`.
 
     Example:
 
@@ -134,11 +140,12 @@ def reference_tests(aggregated, runs, reference, keys):
                    for run in runs}
     others = [model for model in aggregated if model != reference]
     tests = {model: {key: _test_column(aggregated, predictions, model,
-                                       reference, key)
+                                       reference, key, margin)
                      for key in keys}
              for model in others}
     _correct_by_holm(tests)
-    return {"reference": reference, "alpha": ALPHA,
+    _correct_equivalence_by_holm(tests)
+    return {"reference": reference, "alpha": ALPHA, "margin": margin,
             "confidence": CONFIDENCE, "num_seeds": len(seeds),
             "num_tests": sum(cell["t_test"]["p_value"] is not None
                              for row in tests.values()
@@ -152,7 +159,7 @@ def _run_predictions(run):
     return folder, read_predictions(folder)
 
 
-def _test_column(aggregated, predictions, model, reference, key):
+def _test_column(aggregated, predictions, model, reference, key, margin):
     """One model against the reference on one column."""
     mine, theirs = (aggregated[name]["per_seed"] for name in
                     (model, reference))
@@ -172,9 +179,12 @@ def _test_column(aggregated, predictions, model, reference, key):
                  else None)
     mcnemar = [_mcnemar(predictions, model, reference, seed, key)
                for seed in mine["seeds"]]
+    equivalence = (None if margin is None else
+                   stats.paired_equivalence_test(values, reference_values,
+                                                 margin))
     return {"difference": stats.mean_interval(differences, CONFIDENCE),
             "t_test": t_test, "t_p_holm": None, "sign_flip": sign_flip,
-            "holds": False, "mcnemar": mcnemar}
+            "holds": False, "mcnemar": mcnemar, "equivalence": equivalence}
 
 
 def _mcnemar(predictions, model, reference, seed, key):
@@ -217,6 +227,22 @@ def _correct_by_holm(tests):
     for cell, p_value in zip(cells, adjusted, strict=True):
         cell["t_p_holm"] = p_value
         cell["holds"] = p_value < ALPHA
+
+
+def _correct_equivalence_by_holm(tests):
+    """Fills `"p_holm"` and `"equivalent"` of every equivalence test: the
+    TOST p-values are Holm-corrected over all the model × column cells
+    that have one, a family of their own."""
+    results = [cell["equivalence"] for row in tests.values()
+               for cell in row.values()
+               if cell["equivalence"] is not None
+               and cell["equivalence"]["p_value"] is not None]
+    if not results:
+        return
+    adjusted = stats.holm([result["p_value"] for result in results])
+    for result, p_value in zip(results, adjusted, strict=True):
+        result["p_holm"] = p_value
+        result["equivalent"] = p_value < ALPHA
 
 
 def accuracy_cell(accuracy, holds=False):
@@ -299,23 +325,44 @@ def _clean_of(row, key, clean):
 
 
 def _tests_table(statistics, titles):
-    lines = ["| model | column | difference [95 % interval] | t-test p | "
-             "Holm p | sign-flip p | McNemar p < 0.05 (seed pairs) |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    margin = statistics.get("margin")
+    header = ("| model | column | difference [95 % interval] | t-test p | "
+              "Holm p | sign-flip p | McNemar p < 0.05 (seed pairs) |")
+    rule = "|---|---|---:|---:|---:|---:|---:|"
+    if margin is not None:
+        header += f" equivalence (±{100 * margin:.2f}) Holm p |"
+        rule += "---:|"
+    lines = [header, rule]
     for model, row in statistics["models"].items():
         for key, title in titles:
             cell = row[key]
-            difference = cell["difference"]
-            text = f"{100 * difference['mean']:+.2f}"
-            if difference["low"] is not None:
-                text += (f" [{100 * difference['low']:+.2f}, "
-                         f"{100 * difference['high']:+.2f}]")
-            lines.append("| " + " | ".join([
-                model, title, text, _p(cell["t_test"]["p_value"]),
-                _p(cell["t_p_holm"]) + ("*" if cell["holds"] else ""),
-                _p((cell["sign_flip"] or {}).get("p_value")),
-                _mcnemar_cell(cell["mcnemar"])]) + " |")
+            cells = [model, title, _difference_cell(cell["difference"]),
+                     _p(cell["t_test"]["p_value"]),
+                     _p(cell["t_p_holm"]) + ("*" if cell["holds"] else ""),
+                     _p((cell["sign_flip"] or {}).get("p_value")),
+                     _mcnemar_cell(cell["mcnemar"])]
+            if margin is not None:
+                cells.append(_equivalence_cell(cell.get("equivalence")))
+            lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _difference_cell(difference):
+    """`"+0.46 [+0.10, +0.82]"`: the mean difference in points, with its
+    interval when there is one."""
+    text = f"{100 * difference['mean']:+.2f}"
+    if difference["low"] is not None:
+        text += (f" [{100 * difference['low']:+.2f}, "
+                 f"{100 * difference['high']:+.2f}]")
+    return text
+
+
+def _equivalence_cell(equivalence):
+    """The Holm-corrected TOST p-value, `≈` where equivalence holds."""
+    if equivalence is None or equivalence.get("p_holm") is None:
+        return "n/a"
+    return _p(equivalence["p_holm"]) + ("≈" if equivalence["equivalent"]
+                                        else "")
 
 
 def _p(value):
@@ -360,7 +407,25 @@ def _note(statistics):
             across += (f" (not computed for more than "
                        f"{stats.MAX_SIGN_FLIP_VALUES} seeds)")
         across += "."
-    return (f"{across} McNemar: the seed pairs (model and reference of the "
-            "same seed) whose per-image right/wrong table gives an exact "
-            f"McNemar p < {ALPHA}, not corrected for multiple tests (n/a: "
-            "no per-image predictions saved).")
+    note = (f"{across} McNemar: the seed pairs (model and reference of "
+            "the same seed) whose per-image right/wrong table gives an "
+            f"exact McNemar p < {ALPHA}, not corrected for multiple tests "
+            "(n/a: no per-image predictions saved).")
+    return note + _equivalence_note(statistics)
+
+
+def _equivalence_note(statistics):
+    """What the equivalence column means, when there is one."""
+    margin = statistics.get("margin")
+    if margin is None:
+        return (" No equivalence margin was given (--equivalence-margin), "
+                "so a difference that does not hold is not evidence of "
+                "no difference.")
+    return (
+        f" Equivalence: two one-sided paired t-tests (TOST) that the mean "
+        f"difference lies inside ±{100 * margin:.2f} points, the margin "
+        "fixed before the comparison ran; their p-values (the larger of "
+        "the two) are Holm-corrected over all the model × column cells, a "
+        f"family of their own, and `≈` marks p < {ALPHA}: the difference "
+        "is smaller than the margin. A cell with neither `*` nor `≈` is "
+        "inconclusive at this number of seeds.")

@@ -406,6 +406,73 @@ def paired_t_test(values_a, values_b):
     return result
 
 
+def paired_equivalence_test(values_a, values_b, margin):
+    """Two one-sided paired t-tests (TOST) that two models' per-seed
+    values differ by less than `margin` (Schuirmann 1987).
+
+    With `d = a - b` over the same seeds, `se = s_d / sqrt(n)` and `n - 1`
+    degrees of freedom: the lower test rejects `mean(d) <= -margin`
+    (`t = (mean + margin) / se`, upper tail), the upper test rejects
+    `mean(d) >= margin` (`t = (mean - margin) / se`, lower tail); the
+    TOST p-value is the larger of the two, and equivalence at level
+    `alpha` is `p < alpha`, the same as the `1 - 2 alpha` Student-t
+    interval of `mean(d)` lying inside `(-margin, margin)`. Equal
+    differences (no spread) give p = 0 inside the margin and 1 outside.
+
+    Args:
+        values_a, values_b: 1-D sequences, one value per seed, in the
+            same seed order.
+        margin: float > 0. The largest difference called equivalent, in
+            the values' units (accuracy 0.005 = 0.5 points), fixed before
+            the comparison runs.
+
+    Returns:
+        dict: `"margin"`, `"difference"` (mean of a - b), `"df"`,
+        `"p_lower"`, `"p_upper"`, `"p_value"` (`None` with fewer than 2
+        seeds) and `"reason"` (why there is no test, else `None`).
+
+    Example:
+
+    >>> result = paired_equivalence_test([0.970, 0.972, 0.971],
+    ...                                  [0.969, 0.972, 0.970], 0.005)
+    >>> round(result["p_value"], 4)
+    0.0029
+    """
+    values_a, values_b = _check_pair(values_a, values_b,
+                                     ("values_a", "values_b"))
+    margin = _check_margin(margin)
+    differences = values_a - values_b
+    n = len(differences)
+    mean = float(differences.mean())
+    result = {"margin": margin, "difference": mean, "df": n - 1,
+              "p_lower": None, "p_upper": None, "p_value": None,
+              "reason": None}
+    if n < 2:
+        result["reason"] = "one seed: no across-seed test"
+        return result
+    se = float(differences.std(ddof=1)) / math.sqrt(n)
+    if se == 0.0:
+        inside = -margin < mean < margin
+        p_lower = p_upper = 0.0 if inside else 1.0
+    else:
+        p_lower = 1.0 - t_cdf((mean + margin) / se, n - 1)
+        p_upper = t_cdf((mean - margin) / se, n - 1)
+    result.update(p_lower=float(p_lower), p_upper=float(p_upper),
+                  p_value=float(max(p_lower, p_upper)))
+    return result
+
+
+def _check_margin(margin):
+    """`margin` as a finite float above 0, else a `ValueError`."""
+    if isinstance(margin, bool) or not isinstance(
+            margin, (int, float, np.floating)) or not (
+            math.isfinite(margin) and margin > 0):
+        raise ValueError(
+            "Received an invalid value for `margin`, expected a finite "
+            f"number above 0. Received: margin={margin!r}")
+    return float(margin)
+
+
 def sign_flip_test(differences):
     """The exact sign-flip permutation test of per-seed differences.
 

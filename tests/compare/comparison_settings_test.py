@@ -41,6 +41,10 @@ def test_optional_fields_are_recorded_only_when_set():
     assert record["viewpoints"] == "azimuth"
     assert record["until_accuracy"] == 0.9
     assert record["attacks"] == {"fgsm": [0.1]}
+    record = ComparisonSettings(("cnn",),
+                                equivalence_margin=0.005).to_record()
+    assert record["equivalence_margin"] == 0.005
+    assert ComparisonSettings.from_record(record).equivalence_margin == 0.005
 
 
 def test_an_earlier_record_takes_the_defaults_it_did_not_write():
@@ -62,6 +66,9 @@ def test_an_earlier_record_takes_the_defaults_it_did_not_write():
     (dict(stem_normalization="layer"), ValueError, "stem_normalization"),
     (dict(evaluation_seed=1.5), TypeError,
      "`evaluation_seed`.*evaluation_seed=1.5"),
+    (dict(equivalence_margin=0.0), ValueError, "equivalence_margin=0.0"),
+    (dict(equivalence_margin=1.5), ValueError,
+     r"in \(0, 1\), e.g. 0.005 for half a point"),
 ])
 def test_bad_fields_are_refused_on_construction(fields, error, message):
     with pytest.raises(error, match=message):
@@ -115,3 +122,33 @@ def test_an_unprepared_dataset_without_downloads_writes_nothing(tmp_path):
     assert "'smallnorb' is not prepared" in stderr.getvalue()
     assert "Downloads are off" in stderr.getvalue()
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_equivalence_margin_changes_the_report_not_the_comparison(
+        tmp_path):
+    # A finished comparison reports again with another margin (or none);
+    # its compare.json then records the margin of the latest report.
+    import json
+
+    from keras_caps.compare.comparison_folder import claim_output_dir
+
+    folder = str(tmp_path / "compare")
+    for margin in (0.005, None, 0.01):
+        claim_output_dir(folder, ComparisonSettings(
+            ("cnn",), seeds=[0], equivalence_margin=margin))
+        with open(tmp_path / "compare" / "compare.json") as file:
+            assert json.load(file).get("equivalence_margin") == margin
+    with pytest.raises(ValueError, match="seeds"):
+        claim_output_dir(folder, ComparisonSettings(("cnn",), seeds=[1]))
+
+
+def test_compare_takes_the_margin_in_points():
+    from keras_caps.cli import build_parser
+    from keras_caps.cli import compare_command
+
+    args = build_parser().parse_args(
+        ["compare", "--routers", "cnn", "--equivalence-margin", "0.5"])
+    assert compare_command._settings(args).equivalence_margin == 0.005
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(
+            ["compare", "--equivalence-margin", "0"])

@@ -290,3 +290,58 @@ def test_accuracy_intervals_are_cut_at_zero_and_one():
     cell = comparison_results.mean_std([1.0, 1.0, 0.7])
     assert cell["high"] == 1.0
     np.testing.assert_allclose(cell["low"], 0.9 - half)
+
+
+def test_equivalence_column_matches_scipy_two_one_sided_tests(tmp_path):
+    # A margin of 6 points (1.2 images of 20): TOST per cell from SciPy's
+    # one-sided one-sample t-tests of the per-seed differences, Holm over
+    # the four cells as their own family.
+    seeds = [0, 1, 2, 3, 4]
+    runs = _runs(str(tmp_path), seeds)
+    settings = _settings(seeds)
+    settings = type(settings)(**{**vars(settings),
+                                 "equivalence_margin": 0.06})
+    results = comparison.results_record(runs, settings)
+    statistics = results["statistics"]
+    assert statistics["margin"] == 0.06
+    grid = [(model, key) for model in ("dynamic", "cnn") for key in _KEYS]
+    tost = []
+    for model, key in grid:
+        differences = (_accuracies(model, key, seeds)
+                       - _accuracies("self_attention", key, seeds))
+        tost.append(max(
+            scipy_stats.ttest_1samp(differences, -0.06,
+                                    alternative="greater").pvalue,
+            scipy_stats.ttest_1samp(differences, 0.06,
+                                    alternative="less").pvalue))
+    holm_p = _holm_by_hand(tost)
+    for (model, key), p_value, adjusted in zip(grid, tost, holm_p,
+                                               strict=True):
+        equivalence = statistics["models"][model][key]["equivalence"]
+        assert equivalence["p_value"] == pytest.approx(p_value, rel=1e-9)
+        assert equivalence["p_holm"] == pytest.approx(adjusted, rel=1e-9)
+        assert equivalence["equivalent"] == (adjusted < 0.05)
+    # Clean, dynamic routing is level with the reference (-1 to +1 image
+    # of 20): equivalent. Under noise its differences spread from -1 to
+    # +1 image, and 5 seeds cannot place them inside ±1.2 images after
+    # Holm: inconclusive. The CNN trails by 3-8 images: outside.
+    assert [statistics["models"][model][key]["equivalence"]["equivalent"]
+            for model, key in grid] == [True, False, False, False]
+    table = comparison.results_markdown(results)
+    assert "equivalence (±6.00) Holm p |" in table
+    dynamic_row = next(line for line in table.splitlines()
+                       if line.startswith("| dynamic | clean |"))
+    assert dynamic_row.endswith(f"| {holm_p[0]:.3g}≈ |")
+    assert "inside ±6.00 points" in table
+
+
+def test_without_a_margin_no_difference_is_not_claimed(tmp_path):
+    seeds = [0, 1, 2]
+    results = comparison.results_record(_runs(str(tmp_path), seeds),
+                                        _settings(seeds))
+    assert results["statistics"]["margin"] is None
+    cell = results["statistics"]["models"]["dynamic"]["clean"]
+    assert cell["equivalence"] is None
+    table = comparison.results_markdown(results)
+    assert "Holm p |" in table and "equivalence (" not in table
+    assert "is not evidence of no difference" in table

@@ -254,3 +254,38 @@ def test_relative_corruption_error():
     assert cs.relative_corruption_error(1.0, 1.0) is None
     with pytest.raises(ValueError, match="`clean_accuracy`.*1.5"):
         cs.relative_corruption_error(0.9, 1.5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_equivalence_test_is_two_one_sided_t_tests(seed):
+    random = np.random.default_rng(seed)
+    values_b = random.uniform(0.95, 0.99, 5)
+    values_a = values_b + random.normal(0.002 * seed - 0.004, 0.003, 5)
+    margin = 0.005
+    result = cs.paired_equivalence_test(values_a, values_b, margin)
+    differences = values_a - values_b
+    lower = scipy_stats.ttest_1samp(differences, -margin,
+                                    alternative="greater").pvalue
+    upper = scipy_stats.ttest_1samp(differences, margin,
+                                    alternative="less").pvalue
+    assert result["p_lower"] == pytest.approx(lower, rel=1e-9)
+    assert result["p_upper"] == pytest.approx(upper, rel=1e-9)
+    assert result["p_value"] == pytest.approx(max(lower, upper), rel=1e-9)
+    # p < 0.05 exactly when the 90 % interval lies inside the margin.
+    low, high = scipy_stats.t.interval(
+        0.90, 4, loc=differences.mean(), scale=scipy_stats.sem(differences))
+    assert (result["p_value"] < 0.05) == (-margin < low and high < margin)
+
+
+def test_equivalence_without_spread_and_with_one_seed():
+    inside = cs.paired_equivalence_test([0.97, 0.98], [0.968, 0.978],
+                                           0.005)
+    assert inside["p_value"] == 0.0
+    outside = cs.paired_equivalence_test([0.97, 0.98], [0.96, 0.97],
+                                            0.005)
+    assert outside["p_value"] == 1.0
+    one = cs.paired_equivalence_test([0.97], [0.96], 0.005)
+    assert one["p_value"] is None and "one seed" in one["reason"]
+    for margin in (0, -0.1, float("nan"), True, "0.5"):
+        with pytest.raises(ValueError, match="`margin`"):
+            cs.paired_equivalence_test([0.9, 0.8], [0.9, 0.8], margin)
