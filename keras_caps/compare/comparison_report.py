@@ -59,16 +59,24 @@ _CSV_TESTS = ("difference", "t_p", "t_p_holm", "sign_flip_p",
               "mcnemar_p_max")
 
 
+def _csv_tests(settings):
+    """The test columns per column key: `_CSV_TESTS`, and the
+    Holm-corrected equivalence p-value with a margin."""
+    return _CSV_TESTS + (("equivalence_p_holm",)
+                         if settings.equivalence_margin else ())
+
+
 def _csv_statistics_header(settings):
     """The interval and test columns, after the means and stds: per
     column key, the 95 % interval's bounds; the difference from the
     reference, the t-test's p-value, raw and Holm-corrected, the
-    sign-flip p-value and the largest McNemar p-value over the seeds."""
+    sign-flip p-value, the largest McNemar p-value over the seeds and,
+    with a margin, the equivalence test's Holm-corrected p-value."""
     header = []
     for key, _ in columns(settings):
         header += [f"{key}_low", f"{key}_high"]
     for key, _ in columns(settings):
-        header += [f"{key}_{name}" for name in _CSV_TESTS]
+        header += [f"{key}_{name}" for name in _csv_tests(settings)]
     return header
 
 
@@ -83,7 +91,7 @@ def _csv_statistics(results, settings, router):
     tests = (results.get("statistics") or {}).get("models", {}).get(router)
     for key, _ in columns(settings):
         if tests is None:
-            values += [""] * len(_CSV_TESTS)
+            values += [""] * len(_csv_tests(settings))
             continue
         cell = tests[key]
         mcnemar = [result["p_value"] for result in cell["mcnemar"]
@@ -92,6 +100,9 @@ def _csv_statistics(results, settings, router):
             cell["difference"]["mean"], cell["t_test"]["p_value"],
             cell["t_p_holm"], (cell["sign_flip"] or {}).get("p_value"),
             max(mcnemar) if mcnemar else None)]
+        if settings.equivalence_margin:
+            values.append(_csv_number(
+                (cell.get("equivalence") or {}).get("p_holm")))
     return values
 
 

@@ -333,6 +333,10 @@ def test_equivalence_column_matches_scipy_two_one_sided_tests(tmp_path):
                        if line.startswith("| dynamic | clean |"))
     assert dynamic_row.endswith(f"| {holm_p[0]:.3g}≈ |")
     assert "inside ±6.00 points" in table
+    rows = list(csv.DictReader(io.StringIO(comparison.results_csv(results))))
+    dynamic = next(row for row in rows if row["router"] == "dynamic")
+    assert float(dynamic["clean_equivalence_p_holm"]) == pytest.approx(
+        holm_p[0], rel=1e-9)
 
 
 def test_without_a_margin_no_difference_is_not_claimed(tmp_path):
