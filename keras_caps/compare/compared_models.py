@@ -7,6 +7,27 @@ the papers' models have stems of their own, so they are trained with
 from keras_caps.applications import MODELS
 from keras_caps.applications import renamed_model
 
+CONTROL_LADDER = ("cnn", "cnn_positions", "cnn_vectors",
+                  "cnn_vectors_decoder", "uniform", "dynamic")
+"""The ladder from a plain CNN to routed capsules, each step changing one
+thing on the same stem (docs/compare.md, Controls): position-wise
+reading, squashed class vectors with the margin loss, the decoder,
+capsule votes without routing (`uniform`), then routing (`dynamic`, the
+same parameters as `uniform`)."""
+
+
+def ladder_steps(models):
+    """The adjacent `(lower, upper)` steps of `CONTROL_LADDER` among
+    `models` (a step a comparison lacks is skipped over).
+
+    Example:
+
+    >>> ladder_steps(["dynamic", "cnn", "uniform", "self_attention"])
+    [('cnn', 'uniform'), ('uniform', 'dynamic')]
+    """
+    present = [name for name in CONTROL_LADDER if name in models]
+    return list(zip(present, present[1:]))
+
 
 def comparable_models():
     """The names `compare` can train, in the registry's order.

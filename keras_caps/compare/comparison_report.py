@@ -8,6 +8,7 @@ import io
 import numpy as np
 
 from keras_caps.compare import comparison_attacks
+from keras_caps.compare import comparison_ladder
 from keras_caps.compare import comparison_significance
 from keras_caps.compare import comparison_statistics
 from keras_caps.compare import comparison_tables
@@ -164,6 +165,8 @@ def results_markdown(results):
                                                  columns(settings))
     lines += comparison_significance.statistics_markdown(
         results, columns(settings))
+    lines += comparison_ladder.ladder_markdown(results.get("ladder"),
+                                               columns(settings))
     lines += learning_curves.until_accuracy_notes(results)
     lines += _viewpoint_notes(settings.viewpoints, results)
     lines += multi_digit_comparison.notes(settings.partners_per_digit,

@@ -6,6 +6,7 @@ aggregated over seeds, with costs and the tests against the reference.
 import numpy as np
 
 from keras_caps.compare import comparison_attacks
+from keras_caps.compare import comparison_ladder
 from keras_caps.compare import comparison_significance
 from keras_caps.compare import comparison_statistics
 from keras_caps.compare import multi_digit_comparison
@@ -100,12 +101,14 @@ def results_record(runs, settings, reference=None):
         row["relative_corruption_error"] = {
             key: None if ratio is None or np.isinf(ratio) else ratio
             for key, ratio in ratios.items()}
+    keys = [key for key, _ in columns(settings)]
     return {"settings": settings.to_record(), "models": runs,
             "routers": aggregated,
             "statistics": comparison_significance.reference_tests(
-                aggregated, runs, reference,
-                [key for key, _ in columns(settings)],
-                margin=settings.equivalence_margin)}
+                aggregated, runs, reference, keys,
+                margin=settings.equivalence_margin),
+            "ladder": comparison_ladder.ladder_tests(
+                aggregated, runs, keys, margin=settings.equivalence_margin)}
 
 
 def aggregate(runs, settings):

@@ -136,15 +136,15 @@ def reference_tests(aggregated, runs, reference, keys, margin=None):
             f"the compared models {list(aggregated)}. Received: "
             f"reference={reference!r}")
     seeds = aggregated[reference]["per_seed"]["seeds"]
-    predictions = {(run["router"], run["seed"]): _run_predictions(run)
+    predictions = {(run["router"], run["seed"]): run_predictions(run)
                    for run in runs}
     others = [model for model in aggregated if model != reference]
-    tests = {model: {key: _test_column(aggregated, predictions, model,
+    tests = {model: {key: column_tests(aggregated, predictions, model,
                                        reference, key, margin)
                      for key in keys}
              for model in others}
-    _correct_by_holm(tests)
-    _correct_equivalence_by_holm(tests)
+    correct_by_holm(tests)
+    correct_equivalence_by_holm(tests)
     return {"reference": reference, "alpha": ALPHA, "margin": margin,
             "confidence": CONFIDENCE, "num_seeds": len(seeds),
             "num_tests": sum(cell["t_test"]["p_value"] is not None
@@ -154,13 +154,15 @@ def reference_tests(aggregated, runs, reference, keys, margin=None):
             "models": tests}
 
 
-def _run_predictions(run):
+def run_predictions(run):
+    """`(folder, predictions or None)` of one run of the comparison."""
     folder = os.path.dirname(run["model_path"])
     return folder, read_predictions(folder)
 
 
-def _test_column(aggregated, predictions, model, reference, key, margin):
-    """One model against the reference on one column."""
+def column_tests(aggregated, predictions, model, reference, key, margin):
+    """One model against the reference on one column: the cell
+    `reference_tests` describes (before the Holm corrections)."""
     mine, theirs = (aggregated[name]["per_seed"] for name in
                     (model, reference))
     if mine["seeds"] != theirs["seeds"]:
@@ -217,7 +219,7 @@ def _image_correct(predictions, key, folder):
         lambda found, column: _correct(found, column, folder))
 
 
-def _correct_by_holm(tests):
+def correct_by_holm(tests):
     """Fills `"t_p_holm"` and `"holds"` of every cell with a t-test."""
     cells = [cell for row in tests.values() for cell in row.values()
              if cell["t_test"]["p_value"] is not None]
@@ -229,7 +231,7 @@ def _correct_by_holm(tests):
         cell["holds"] = p_value < ALPHA
 
 
-def _correct_equivalence_by_holm(tests):
+def correct_equivalence_by_holm(tests):
     """Fills `"p_holm"` and `"equivalent"` of every equivalence test: the
     TOST p-values are Holm-corrected over all the model × column cells
     that have one, a family of their own."""
@@ -283,7 +285,7 @@ def statistics_markdown(results, titles):
     lines += ["", f"Paired tests against the reference "
               f"`{statistics['reference']}` (difference = model minus "
               "reference, in points):", ""]
-    lines += _tests_table(statistics, titles)
+    lines += tests_table(statistics, titles)
     return lines + ["", _note(statistics)]
 
 
@@ -324,7 +326,10 @@ def _clean_of(row, key, clean):
     return clean
 
 
-def _tests_table(statistics, titles):
+def tests_table(statistics, titles):
+    """The Markdown rows of the tests of `statistics["models"]` (model
+    minus reference per column), with the equivalence column when a
+    margin was given."""
     margin = statistics.get("margin")
     header = ("| model | column | difference [95 % interval] | t-test p | "
               "Holm p | sign-flip p | McNemar p < 0.05 (seed pairs) |")

@@ -349,3 +349,34 @@ def test_without_a_margin_no_difference_is_not_claimed(tmp_path):
     table = comparison.results_markdown(results)
     assert "Holm p |" in table and "equivalence (" not in table
     assert "is not evidence of no difference" in table
+
+
+def test_ladder_steps_are_tested_against_each_other(tmp_path):
+    # Of the ladder, this comparison has `cnn` and `dynamic`: one step,
+    # dynamic minus cnn, tested per column with Holm over the ladder's
+    # two cells only (the reference's family is apart).
+    seeds = [0, 1, 2, 3, 4]
+    results = comparison.results_record(_runs(str(tmp_path), seeds),
+                                        _settings(seeds))
+    ladder = results["ladder"]
+    assert ladder["steps"] == [["cnn", "dynamic"]]
+    assert ladder["num_tests"] == 2
+    t_p = [scipy_stats.ttest_rel(_accuracies("dynamic", key, seeds),
+                                 _accuracies("cnn", key, seeds)).pvalue
+           for key in _KEYS]
+    for key, p_value, adjusted in zip(_KEYS, t_p, _holm_by_hand(t_p),
+                                      strict=True):
+        cell = ladder["models"]["dynamic - cnn"][key]
+        assert cell["t_test"]["p_value"] == pytest.approx(p_value, rel=1e-9)
+        assert cell["t_p_holm"] == pytest.approx(adjusted, rel=1e-9)
+        assert cell["difference"]["mean"] == pytest.approx(np.mean(
+            _accuracies("dynamic", key, seeds) - _accuracies("cnn", key,
+                                                             seeds)))
+    table = comparison.results_markdown(results)
+    assert "each step against the step below it" in table
+    assert any(line.startswith("| dynamic - cnn | clean |")
+               for line in table.splitlines())
+    assert "over the ladder's 2 step × column t-tests" in table
+    # A results.json of an earlier keras_caps has no ladder: no table.
+    del results["ladder"]
+    assert "step below it" not in comparison.results_markdown(results)
