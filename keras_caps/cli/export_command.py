@@ -53,11 +53,11 @@ def add_export_command(commands):
                         "float32. Recorded in keras_caps_export.json.")
     export.add_argument("--calibration-images", type=positive_int,
                         default=None, metavar="N",
-                        help="With --quantize int8: also compute in 8 "
-                        "bits wherever LiteRT has an int8 kernel, the "
-                        "activations calibrated on N images drawn from "
-                        "the training data of the model's run (its "
-                        "metrics.json; a few hundred is plenty). The "
+                        help="With --quantize int8: also compute the "
+                        "convolutions, dense layers and capsule votes in "
+                        "8 bits, their activations calibrated on N images "
+                        "drawn from the training data of the model's run "
+                        "(its metrics.json; a few hundred is plenty). The "
                         "squash and the routing stay float32.")
     export.add_argument("--data-dir", default=None,
                         help="Where the run's training data is, for "

@@ -89,8 +89,9 @@ def write_litert(model, folder, input_range, quantize=None,
 
 def _quantized_parts(interpreter):
     """What the converter stored and computes in 8 bits: the weight
-    tensors (by the converter's names, which name the Keras layers they
-    come from) and, by kind, the operations whose outputs are int8 or
+    tensors (by the converter's names: the Keras layers' after
+    dynamic-range quantization, its own `arith.constant...` after
+    calibration) and, by kind, the operations whose outputs are int8 or
     float32 (quantize and dequantize steps left out)."""
     tensors = interpreter.get_tensor_details()
     dtypes = {detail["index"]: detail["dtype"] for detail in tensors}
@@ -143,7 +144,6 @@ def _check_signature(path, image_shape, shapes):
         raise ValueError(
             f"The LiteRT converter wrote the outputs {received}; expected "
             f"{expected} ({list(shapes)}).")
-    return interpreter
 
 
 def _interpreter(path):
