@@ -128,6 +128,24 @@ class CapsuleClassifierTest(TestCase):
         upper = 1.0 if ROUTERS[router].outputs == "pose_score" else 0.95
         self.assertTrue(np.all((scores >= 0) & (scores < upper)))
 
+    def test_a_thousand_classes_train(self):
+        # The class capsules grow with the classes, the stem does not;
+        # class ids above 255 train as any other. (benchmarks/
+        # classes_scaling.py measures every router's time and memory.)
+        model = CapsuleClassifier("mnist", router="dynamic",
+                                  input_shape=_SHAPE, num_classes=1000,
+                                  reconstruction=False, jit_compile=False)
+        self.assertEqual(_trainable(model),
+                         _STEM + _PRIMARY_16 + _N * _D_IN * 1000 * _D)
+        images, _ = _batch(False)
+        labels = np.eye(1000, dtype="float32")[[0, 255, 256, 999]]
+        history = model.fit(images, labels, batch_size=2, epochs=1,
+                            verbose=0)
+        self.assertTrue(np.isfinite(history.history["loss"][0]))
+        scores = model.predict(images, verbose=0)
+        self.assertEqual(scores.shape, (4, 1000))
+        self.assertTrue(np.all(np.isfinite(scores)))
+
     def test_vector_routing_outputs_are_not_normalized(self):
         # Its LayerNorm has no affine weights: every class capsule would
         # have the same length, and the lengths no class information.
