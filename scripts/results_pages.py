@@ -32,6 +32,8 @@ SCRIPT = "scripts/results_pages.py"
 
 TITLES = {
     "attacks_mnist": "Adversarial attacks on MNIST",
+    "classes_scaling": "Routing time and memory against the number of "
+                       "classes",
     "compare_mnist": "Comparing routers on MNIST",
     "em_two_iterations": "Compare's `em` model with 2 EM iterations",
     "litert_int8": "float32 and int8 LiteRT exports on MNIST",
@@ -257,6 +259,17 @@ def runs_page(folder_path, commands):
     return "\n".join(lines)
 
 
+def records_page(folder_path, commands):
+    """The page of a folder of benchmark records (JSON files, no runs):
+    each record as it is."""
+    folder = folder_path.name
+    lines = _header(folder) + _command_lines(folder, commands)
+    for path in sorted(folder_path.glob("*.json")):
+        lines += [f"## `{path.name}`", "", "```json",
+                  path.read_text(encoding="utf-8").rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
 def index_page(folders):
     rows = [[f"[{_title(folder)}]({folder}.md)", f"`results/{folder}/`"]
             for folder in folders]
@@ -286,6 +299,9 @@ def render(results_dir=RESULTS):
                 folder_path, commands)
         elif _runs(folder_path):
             pages[folder_path.name + ".md"] = runs_page(folder_path, commands)
+        elif list(folder_path.glob("*.json")):
+            pages[folder_path.name + ".md"] = records_page(folder_path,
+                                                           commands)
         else:
             continue
         folders.append(folder_path.name)
