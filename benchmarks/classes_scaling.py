@@ -14,17 +14,14 @@ not. A step is the forward pass and the gradients of the summed class
 capsule lengths with respect to the images and every weight
 (`side_by_side.make_step`); the class counts of one router alternate, so
 machine load hits them alike. Reports the median and minimum ms per step,
-the TensorFlow CPU allocator's peak MiB during one step, the trainable
+the TensorFlow CPU allocator's peak MiB during one step (its BFC
+allocator, which `side_by_side` turns on), the trainable
 parameters, and the machine's load.
 """
 
 import argparse
 import os
 
-# The TensorFlow CPU allocator keeps the statistics `peak_memory_mib` reads
-# only as a BFC allocator (TensorFlow 2.21 refuses to reset them
-# otherwise); set before TensorFlow starts.
-os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402

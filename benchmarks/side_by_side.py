@@ -5,10 +5,15 @@ Shared by the routing benchmarks. A step is a `tf.function` returning
 from other processes hits all of them alike.
 """
 
+import os
 import time
 
-import numpy as np
-import tensorflow as tf
+# TensorFlow 2.21 keeps the CPU allocator statistics `peak_memory_mib`
+# reads only with its BFC allocator; read when the allocator is first made.
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 _MIB = 2.0**20
 
