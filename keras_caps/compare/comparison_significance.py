@@ -13,7 +13,10 @@ corruption):
 - per seed pair, per image: McNemar's exact test on the two models'
   right / wrong table, when both saved their per-image predictions
   (`predictions.npz` next to their `robustness.json`, read by
-  `per_image_correct`); not corrected.
+  `per_image_correct`); not corrected;
+- with an equivalence margin (`ComparisonSettings.equivalence_margin`):
+  two one-sided paired t-tests that the difference lies inside it,
+  Holm-corrected over the grid as a family of their own.
 
 `statistics_markdown` writes the tables and the note of `results.md`.
 """
