@@ -21,8 +21,9 @@ from keras_caps.inference import check_pixel_range
 _INPUT_RANGE_MAXIMA = {"pixels": 255.0, "unit": 1.0}
 
 # The operations that compute in int8: the convolutions, the dense layers
-# and the matrix products (the capsule votes), and the reshapes and
-# transposes between them. Every other operation stays float32: the
+# and the matrix products (the capsule votes, and a router's agreements
+# where it computes them as one), and the reshapes and transposes between
+# them. Every other operation stays float32: the
 # routing's element-wise maths (softmaxes, exponentials and logarithms,
 # the squash's division, EM's statistics), which 8-bit activations
 # distort (an untrained EM head's outputs moved by 5 % of their range on
