@@ -51,6 +51,16 @@ def add_export_command(commands):
                         "quantization; with --format litert only); the "
                         "routing, the squash and the activations stay "
                         "float32. Recorded in keras_caps_export.json.")
+    _add_calibration_arguments(export)
+    export.add_argument("--precision", default=None, choices=PRECISIONS,
+                        help="Precision of the served convolutions: "
+                        "mixed_bfloat16 is faster on CPUs with "
+                        "bfloat16 instructions. Defaults to the model's.")
+    export.set_defaults(handler=run_export)
+
+
+def _add_calibration_arguments(export):
+    """`--calibration-images` and where its training images are read."""
     export.add_argument("--calibration-images", type=positive_int,
                         default=None, metavar="N",
                         help="With --quantize int8: also compute the "
@@ -66,11 +76,6 @@ def add_export_command(commands):
                         action="store_false",
                         help="Never download the run's dataset for "
                         "--calibration-images.")
-    export.add_argument("--precision", default=None, choices=PRECISIONS,
-                        help="Precision of the served convolutions: "
-                        "mixed_bfloat16 is faster on CPUs with "
-                        "bfloat16 instructions. Defaults to the model's.")
-    export.set_defaults(handler=run_export)
 
 
 def run_export(args):
