@@ -213,6 +213,20 @@ def class_scores_layer(model):
     return _first_layer(model, CLASS_SCORE_LAYERS, "class-scores")
 
 
+def batch_images(inputs):
+    """The images of one batch of a model's inputs: its `IMAGE` entry, or
+    its first input.
+
+    Example:
+
+    >>> batch_images({"image": "the images", "label": "the labels"})
+    'the images'
+    """
+    if isinstance(inputs, dict) and IMAGE in inputs:
+        return inputs[IMAGE]
+    return keras.tree.flatten(inputs)[0]
+
+
 def image_input(model):
     """The image input tensor of `model`: its `IMAGE` input, or its first.
 

@@ -68,6 +68,23 @@ def test_evaluate_writes_a_class_report(saved_model_and_data, tmp_path,
     assert (folder / "class_report.json").read_bytes() == written
 
 
+def test_a_class_report_of_a_model_without_capsule_lengths(tmp_path):
+    # The CNN's scores are probabilities, not capsule lengths: the report
+    # reads its serving graph's class scores all the same.
+    from keras_caps.applications import CNNBaseline
+    from keras_caps.training import evaluate
+
+    data_dir = write_idx_dataset(str(tmp_path / "mnist"),
+                                 synthetic_digits(40), synthetic_digits(24))
+    model_path = str(tmp_path / "cnn.keras")
+    CNNBaseline("mnist").save(model_path)
+    record = evaluate(model_path, "mnist", data_dir=data_dir, batch_size=8,
+                      class_report=True)
+    report = record["class_report"]
+    assert np.array(report["confusion_matrix"]).sum() == 24
+    assert report["accuracy"] == pytest.approx(record["test"]["accuracy"])
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--dataset", "multi_mnist"], "one class per image"),
     (["--class-report-file"], "is a file"),

@@ -7,26 +7,24 @@ import keras
 import numpy as np
 
 from keras_caps import model_roles as roles
-from keras_caps.applications import inference_model
 from keras_caps.inference import find_class_names
+from keras_caps.inference import serving_model
 from keras_caps.training.class_report import class_report
 from keras_caps.training.data_batches import numpy_batches
 
 
 def keras_class_report(network, test, model_path):
     """The class report of the `.keras` model `network` (loaded from
-    `model_path`) on the batches `test` (`evaluate`'s)."""
-    served = inference_model(network)
+    `model_path`) on the batches `test` (`evaluate`'s), scored by its
+    serving graph (image to class scores, for every model, as its exports
+    serve it)."""
+    served = serving_model(network)
     labels, predicted = [], []
     for inputs, targets in numpy_batches(test):
-        images = (inputs[roles.IMAGE] if isinstance(inputs, dict)
-                  and roles.IMAGE in inputs
-                  else keras.tree.flatten(inputs)[0])
         one_hot = (targets[roles.LENGTH] if isinstance(targets, dict)
                    else targets)
-        scores = served.predict_on_batch(np.asarray(images))
-        if isinstance(scores, dict):
-            scores = scores[served.output_names[0]]
+        scores = served.predict_on_batch(
+            np.asarray(roles.batch_images(inputs)))
         labels.append(np.argmax(one_hot, -1))
         predicted.append(np.argmax(keras.ops.convert_to_numpy(scores), -1))
     return report_with_names(np.concatenate(labels),

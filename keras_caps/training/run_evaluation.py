@@ -102,9 +102,8 @@ def evaluate(model_path, dataset, *, batch_size=16, data_dir=None, seed=42,
     check_batches(test, "test", dataset, batch_size)
     check_labels_match(network, test)
     inputs = first_batch(test)[0]
-    images = (inputs[roles.IMAGE] if isinstance(inputs, dict)
-              and roles.IMAGE in inputs else keras.tree.flatten(inputs)[0])
-    check_pixel_range(np.asarray(images), f"the {dataset!r} test images")
+    check_pixel_range(np.asarray(roles.batch_images(inputs)),
+                      f"the {dataset!r} test images")
     metrics = network.evaluate(test, return_dict=True, verbose=0)
     if class_report:
         result["class_report"] = keras_class_report(network, test,
