@@ -46,13 +46,9 @@ def mnist_test_set(data_dir):
 
 
 def keras_scores(served):
-    """`predict(batch)` -> the class scores of the Keras model `served`
-    (its first output)."""
-    def predict(batch):
-        outputs = served.predict_on_batch(batch)
-        return (outputs[served.output_names[0]] if isinstance(outputs, dict)
-                else outputs)
-    return predict
+    """`predict(batch)` -> the class scores of the inference model
+    `served` (without reconstruction: its one output)."""
+    return served.predict_on_batch
 
 
 def predicted_classes(predict, images, batch_size):
